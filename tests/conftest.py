@@ -1,0 +1,40 @@
+"""Shared fixtures: the real benchmark data folder and small real-data tasks."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+torch.set_num_threads(2)
+
+SHARED_DATA = Path(
+    os.environ.get(
+        "CLESTIM_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The folder of real benchmark ``.npz`` files; skips the test when absent."""
+    if not (SHARED_DATA / "uci_har_inertial.npz").is_file():
+        pytest.skip(f"real benchmark data not found in {SHARED_DATA} (set CLESTIM_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def uci_har_small(shared_data):
+    """A class-balanced subset of real UCI-HAR: 120 train / 60 test windows per class."""
+    with np.load(shared_data / "uci_har_inertial.npz") as d:
+        splits = {}
+        for part, n in (("train", 120), ("test", 60)):
+            X, y = d[f"X_{part}"], d[f"y_{part}"]
+            rng = np.random.default_rng(0)
+            idx = np.concatenate(
+                [rng.choice(np.flatnonzero(y == c), n, replace=False) for c in range(6)]
+            )
+            idx.sort()
+            splits[part] = (X[idx].astype(np.float32), y[idx])
+    return splits
