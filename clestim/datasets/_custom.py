@@ -144,13 +144,12 @@ def load_tscil_pickles(path: str | os.PathLike, *, name: str | None = None, n_ta
         ``X_train``/``X_test`` float32 (n, channels, length).
     """
     path = Path(path)
-    arrays = {}
-    for key in ("x_train", "state_train", "x_test", "state_test"):
-        f = path / f"{key}.pkl"
-        if not f.is_file():
-            raise DatasetNotFoundError(f"TSCIL layout: missing {f} (need x_train.pkl, "
-                                       "state_train.pkl, x_test.pkl, state_test.pkl)")
-        arrays[key] = load_numpy_pickle(f)
+    keys = ("x_train", "state_train", "x_test", "state_test")
+    missing = [str(path / f"{k}.pkl") for k in keys if not (path / f"{k}.pkl").is_file()]
+    if missing:
+        raise DatasetNotFoundError(f"TSCIL layout: missing {missing} (need x_train.pkl, "
+                                   "state_train.pkl, x_test.pkl, state_test.pkl)")
+    arrays = {k: load_numpy_pickle(path / f"{k}.pkl") for k in keys}
     subs = {}
     for split in ("train", "test"):
         f = path / f"subject_label_{split}.pkl"

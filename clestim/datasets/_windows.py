@@ -75,7 +75,7 @@ def sliding_windows(signal, labels, window: int, step: int | None = None, *,
     >>> sig = np.arange(10.0)[None, :]
     >>> X, y, s = sliding_windows(sig, [0] * 6 + [1] * 4, window=4, step=3, subjects=7)
     >>> X[:, 0, 0], y, s
-    (array([0., 3.], dtype=float32), array([0, 1]), array([7, 7]))
+    (array([0., 3., 6.], dtype=float32), array([0, 0, 1]), array([7, 7, 7]))
     """
     sig = np.asarray(signal, dtype=np.float64)
     if sig.ndim == 1:
