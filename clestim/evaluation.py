@@ -1,0 +1,424 @@
+"""Running a task stream with evaluation after every task, and repeated runs.
+
+:func:`evaluate_stream` is the protocol of the TSCIL benchmark (Qiao et al. 2024,
+Sect. 4.4): a fresh clone of the estimator learns the tasks of a stream one by one
+with ``partial_fit_task``; after each task it is evaluated on the test samples of
+*every* task of the stream, which fills row ``i`` of the accuracy matrix
+``A[i, j]`` (accuracy on task ``j`` after task ``i``, a fraction in [0, 1]).
+
+- Test tasks come from the stream (``stream.task_indices(y_test, groups_test)``):
+  for class-incremental streams a test sample belongs to the task of its class,
+  for :class:`~clestim.streams.DomainIncremental` to the task of its group.
+- In class-incremental mode (``mode='class'``) future tasks are evaluated too: a
+  class the head does not know yet cannot be predicted, so it counts as wrong
+  (this is what forward transfer reads). In task-incremental mode
+  (``mode='task'``) predictions are restricted to the classes of the evaluated
+  task (``predict(X, task=j)``) and future tasks are ``NaN``.
+- Labels are passed through ``stream.relabel(y, task)``, so the two-task basic
+  scenarios (where a sample changes label) are evaluated with the labels of the
+  task being evaluated.
+
+:func:`evaluate_runs` repeats this with the class order and the seed varying per
+run (``seed + run``, TSCIL uses 1234 + run) and aggregates each metric as the mean
+and the half-width of a two-sided 95% confidence interval from the t
+distribution, the paper's reporting.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import clone
+from sklearn.utils import _safe_indexing
+
+from .metrics import (
+    average_accuracies,
+    check_accuracy_matrix,
+    compute_metrics,
+)
+
+__all__ = [
+    "StreamResult",
+    "RunsResult",
+    "evaluate_stream",
+    "evaluate_runs",
+    "confidence_interval",
+]
+
+
+def confidence_interval(values, confidence=0.95, axis=0):
+    r"""Mean and half-width of the two-sided t confidence interval of the mean.
+
+    .. math:: \bar{x} \pm t_{(1+c)/2,\,n-1} \, \frac{s}{\sqrt{n}}
+
+    with ``s`` the sample standard deviation (``ddof=1``) over ``n`` runs. One run
+    gives a half-width of 0. ``NaN`` propagates.
+
+    Parameters
+    ----------
+    values : array-like
+        Runs along ``axis``.
+    confidence : float, default=0.95
+    axis : int, default=0
+
+    Returns
+    -------
+    mean, half_width : float or ndarray
+
+    Examples
+    --------
+    >>> m, h = confidence_interval([0.5, 0.7])
+    >>> round(float(m), 6), round(float(h), 6)  # t_{0.975, 1} = 12.7062; s / sqrt(2) = 0.1
+    (0.6, 1.27062)
+    """
+    from scipy import stats
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1); got {confidence!r}.")
+    x = np.asarray(values, dtype=float)
+    n = x.shape[axis]
+    mean = x.mean(axis=axis)
+    if n < 2:
+        return mean, np.zeros_like(mean)
+    sem = x.std(axis=axis, ddof=1) / np.sqrt(n)
+    return mean, stats.t.ppf(0.5 + confidence / 2, n - 1) * sem
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class StreamResult:
+    """The outcome of one :func:`evaluate_stream` run.
+
+    Attributes
+    ----------
+    accuracy_matrix : ndarray of shape (T, T)
+        ``A[i, j]``, full precision, fractions in [0, 1] (``NaN`` where not
+        evaluated).
+    task_classes : list of ndarray
+        The classes of each task, as the stream defined them.
+    fit_time : ndarray of shape (T,)
+        Seconds spent in ``partial_fit_task`` for each task.
+    eval_time : ndarray of shape (T,)
+        Seconds spent evaluating after each task.
+    metrics : dict
+        Every metric of :data:`clestim.metrics.METRICS`.
+    mode : {'class', 'task'}
+    estimator : fitted estimator or None
+        Only kept with ``return_estimator=True``.
+    """
+
+    accuracy_matrix: np.ndarray
+    task_classes: list
+    fit_time: np.ndarray
+    eval_time: np.ndarray
+    metrics: dict
+    mode: str = "class"
+    estimator: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def n_tasks(self) -> int:
+        return self.accuracy_matrix.shape[0]
+
+    @property
+    def average_accuracies(self) -> np.ndarray:
+        """:math:`\\mathcal{A}_i` after each task."""
+        return average_accuracies(self.accuracy_matrix)
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict (NaN stays ``float('nan')``)."""
+        return {
+            "accuracy_matrix": self.accuracy_matrix.tolist(),
+            "task_classes": [np.asarray(c).tolist() for c in self.task_classes],
+            "fit_time": self.fit_time.tolist(),
+            "eval_time": self.eval_time.tolist(),
+            "metrics": {k: float(v) for k, v in self.metrics.items()},
+            "mode": self.mode,
+        }
+
+    def to_frame(self, kind="tasks"):
+        """The result as a :class:`pandas.DataFrame`.
+
+        Parameters
+        ----------
+        kind : {'tasks', 'matrix', 'metrics'}, default='tasks'
+            ``'tasks'``: one row per task with its classes, fit time, average
+            accuracy :math:`\\mathcal{A}_i` after it and its accuracy right after
+            learning it (:math:`a_{i,i}`); ``'matrix'``: the accuracy matrix (rows:
+            after task ``i``, columns: task ``j``); ``'metrics'``: one row of metrics.
+        """
+        import pandas as pd
+
+        A = self.accuracy_matrix
+        T = self.n_tasks
+        if kind == "matrix":
+            return pd.DataFrame(
+                A,
+                index=pd.Index(range(T), name="after_task"),
+                columns=pd.Index(range(T), name="task"),
+            )
+        if kind == "metrics":
+            return pd.DataFrame([self.metrics])
+        if kind == "tasks":
+            return pd.DataFrame(
+                {
+                    "classes": [np.asarray(c).tolist() for c in self.task_classes],
+                    "fit_time": self.fit_time,
+                    "eval_time": self.eval_time,
+                    "average_accuracy": self.average_accuracies,
+                    "current_task_accuracy": np.diag(A),
+                },
+                index=pd.Index(range(T), name="task"),
+            )
+        raise ValueError(f"kind must be 'tasks', 'matrix' or 'metrics'; got {kind!r}.")
+
+
+@dataclass
+class RunsResult:
+    """Results of repeated runs (:func:`evaluate_runs`).
+
+    Attributes
+    ----------
+    runs : list of StreamResult
+    seeds : list of int
+        The seed of each run (stream ``random_state`` and estimator ``random_state``).
+    confidence : float
+    """
+
+    runs: list
+    seeds: list
+    confidence: float = 0.95
+
+    @property
+    def accuracy_matrices(self) -> list:
+        return [r.accuracy_matrix for r in self.runs]
+
+    def metrics_frame(self):
+        """One row of metrics per run (index: the run's seed)."""
+        import pandas as pd
+
+        return pd.DataFrame([r.metrics for r in self.runs], index=pd.Index(self.seeds, name="seed"))
+
+    def summary(self):
+        """Mean, CI half-width, std and n of each metric over the runs.
+
+        The CI is two-sided at ``confidence`` with the t distribution
+        (:func:`confidence_interval`), as in TSCIL's tables ("mean ± CI").
+        """
+        import pandas as pd
+
+        df = self.metrics_frame()
+        rows = {}
+        for name in df.columns:
+            vals = df[name].to_numpy(dtype=float)
+            m, h = confidence_interval(vals, self.confidence)
+            rows[name] = {
+                "mean": float(m),
+                "ci": float(h),
+                "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
+                "n_runs": len(vals),
+            }
+        return pd.DataFrame.from_dict(rows, orient="index")
+
+    def format(self, metric, percent=True, digits=1) -> str:
+        """``'mean ± ci'`` of one metric, e.g. ``'88.9 ± 2.7'``."""
+        row = self.summary().loc[metric]
+        s = 100.0 if percent else 1.0
+        return f"{row['mean'] * s:.{digits}f} ± {row['ci'] * s:.{digits}f}"
+
+    def to_dict(self) -> dict:
+        return {
+            "seeds": list(self.seeds),
+            "confidence": self.confidence,
+            "runs": [r.to_dict() for r in self.runs],
+            "summary": self.summary().to_dict(orient="index"),
+        }
+
+    def to_frame(self):
+        """Per-run metrics (same as :meth:`metrics_frame`)."""
+        return self.metrics_frame()
+
+
+# --------------------------------------------------------------------------- protocol
+def evaluate_stream(
+    estimator,
+    stream,
+    X_train,
+    y_train,
+    X_test,
+    y_test,
+    groups=None,
+    groups_test=None,
+    *,
+    mode="class",
+    forgetting_convention="paper",
+    fwt_baseline=None,
+    clone_estimator=True,
+    return_estimator=False,
+) -> StreamResult:
+    """Train task by task and evaluate on every task after each one.
+
+    Parameters
+    ----------
+    estimator : clestim estimator
+        Anything with ``partial_fit_task(X, y, groups=None)`` and
+        ``predict(X, task=None)``; cloned first unless ``clone_estimator=False``.
+    stream : clestim stream
+        Cuts the training data into tasks and defines the test tasks.
+    X_train, y_train : training data (indexable, e.g. numpy arrays)
+    X_test, y_test : test data
+    groups, groups_test : array-like, default=None
+        Group labels of the training / test samples (needed by domain-incremental
+        streams; ``groups`` is also passed to ``partial_fit_task``).
+    mode : {'class', 'task'}, default='class'
+        Class-incremental (predict over all classes, future tasks evaluated) or
+        task-incremental (predict within the evaluated task's classes, future tasks
+        ``NaN``).
+    forgetting_convention : {'paper', 'tscil'}, default='paper'
+        See :func:`clestim.metrics.average_forgetting`.
+    fwt_baseline : array-like of shape (T,), default=None
+        GEM's baseline for forward transfer; None gives Continuum's FWT.
+    clone_estimator : bool, default=True
+    return_estimator : bool, default=False
+        Keep the fitted estimator in the result.
+
+    Returns
+    -------
+    StreamResult
+
+    Raises
+    ------
+    ValueError
+        If a task of the stream has no test sample, or ``mode`` is unknown.
+
+    References
+    ----------
+    Qiao et al., "Class-incremental Learning for Time Series: Benchmark and
+    Evaluation", KDD 2024, Sect. 4.4.
+    """
+    if mode not in ("class", "task"):
+        raise ValueError(f"mode must be 'class' or 'task'; got {mode!r}.")
+    est = clone(estimator) if clone_estimator else estimator
+    y_train = np.asarray(y_train)
+    y_test = np.asarray(y_test)
+    train_tasks = list(stream.split(X_train, y_train, groups))
+    T = len(train_tasks)
+    test_tasks = stream.task_indices(y_test, groups_test)
+    if len(test_tasks) != T:
+        raise ValueError(f"The stream defines {len(test_tasks)} test tasks but {T} training tasks.")
+    for j, idx in enumerate(test_tasks):
+        if len(idx) == 0:
+            raise ValueError(
+                f"The test data holds no sample of task {j} (classes "
+                f"{np.asarray(stream.task_classes_[j]).tolist()}); every task needs test "
+                f"samples."
+            )
+    test_X = [_safe_indexing(X_test, idx) for idx in test_tasks]
+    test_y = [stream.relabel(y_test[idx], j) for j, idx in enumerate(test_tasks)]
+    groups = None if groups is None else np.asarray(groups)
+
+    A = np.full((T, T), np.nan)
+    fit_time = np.zeros(T)
+    eval_time = np.zeros(T)
+    for i, idx in enumerate(train_tasks):
+        Xi = _safe_indexing(X_train, idx)
+        yi = stream.relabel(y_train[idx], i)
+        gi = None if groups is None else groups[idx]
+        start = time.perf_counter()
+        est.partial_fit_task(Xi, yi, gi)
+        fit_time[i] = time.perf_counter() - start
+        start = time.perf_counter()
+        for j in range(T):
+            if mode == "class":
+                pred = np.asarray(est.predict(test_X[j]))
+            elif j <= i:
+                pred = np.asarray(est.predict(test_X[j], task=j))
+            else:
+                continue
+            A[i, j] = np.mean(pred == test_y[j])
+        eval_time[i] = time.perf_counter() - start
+    A = check_accuracy_matrix(A)
+    return StreamResult(
+        accuracy_matrix=A,
+        task_classes=[np.asarray(c) for c in stream.task_classes_],
+        fit_time=fit_time,
+        eval_time=eval_time,
+        metrics=compute_metrics(
+            A, forgetting_convention=forgetting_convention, fwt_baseline=fwt_baseline
+        ),
+        mode=mode,
+        estimator=est if return_estimator else None,
+    )
+
+
+def _seeded(obj, seed: int):
+    """A clone of ``obj`` with every ``random_state`` parameter (nested too) set to ``seed``."""
+    obj = clone(obj)
+    params = obj.get_params(deep=True)
+    update = {k: seed for k in params if k == "random_state" or k.endswith("__random_state")}
+    if update:
+        obj.set_params(**update)
+    return obj
+
+
+def evaluate_runs(
+    estimator,
+    stream,
+    X_train,
+    y_train,
+    X_test,
+    y_test,
+    groups=None,
+    groups_test=None,
+    *,
+    n_runs=5,
+    seed=1234,
+    confidence=0.95,
+    n_jobs=None,
+    **kwargs,
+) -> RunsResult:
+    """Repeat :func:`evaluate_stream` with a different class order and seed per run.
+
+    Run ``r`` sets every ``random_state`` of the stream and of the estimator to
+    ``seed + r`` (TSCIL: 1234 + run), so a shuffling stream gives each run its own
+    class order. Runs are independent and can go in parallel through joblib
+    (``n_jobs``; any joblib backend, including Dask, applies).
+
+    Parameters
+    ----------
+    estimator, stream, X_train, y_train, X_test, y_test, groups, groups_test
+        As in :func:`evaluate_stream`.
+    n_runs : int, default=5
+    seed : int, default=1234
+    confidence : float, default=0.95
+        Level of the t-distribution confidence intervals of
+        :meth:`RunsResult.summary`.
+    n_jobs : int, default=None
+    **kwargs
+        Passed to :func:`evaluate_stream` (``mode``, ``forgetting_convention``...).
+
+    Returns
+    -------
+    RunsResult
+    """
+    if not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
+        raise ValueError(f"n_runs must be a positive integer; got {n_runs!r}.")
+    seeds = [int(seed) + r for r in range(n_runs)]
+    runs = Parallel(n_jobs=n_jobs)(
+        delayed(evaluate_stream)(
+            _seeded(estimator, s),
+            _seeded(stream, s),
+            X_train,
+            y_train,
+            X_test,
+            y_test,
+            groups,
+            groups_test,
+            clone_estimator=False,
+            **kwargs,
+        )
+        for s in seeds
+    )
+    return RunsResult(runs=list(runs), seeds=seeds, confidence=confidence)

@@ -1,0 +1,164 @@
+"""Plots of continual-learning results (matplotlib; safe under the Agg backend).
+
+- :func:`plot_average_accuracy`: the evolution of average accuracy
+  :math:`\\mathcal{A}_i` over tasks, one line per method, with a confidence band
+  over runs (TSCIL, Figures 2 and 3).
+- :func:`plot_accuracy_matrix`: a heatmap of one accuracy matrix.
+
+Both functions draw on a given ``ax`` (or a new figure) and return the
+:class:`matplotlib.axes.Axes`; ``ax.figure`` is the figure. Nothing is shown or
+saved: call ``ax.figure.savefig(...)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .evaluation import confidence_interval
+from .metrics import average_accuracies, check_accuracy_matrix
+
+__all__ = ["plot_average_accuracy", "plot_accuracy_matrix"]
+
+
+def _axes(ax, figsize):
+    if ax is not None:
+        return ax
+    from matplotlib.figure import Figure
+
+    # a Figure not attached to pyplot: no GUI backend, no global state
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig.add_subplot()
+
+
+def plot_average_accuracy(
+    results, *, confidence=0.95, percent=True, ax=None, markers=True, figsize=(5, 3.5)
+):
+    """Plot :math:`\\mathcal{A}_i` against the task index, one line per method.
+
+    Parameters
+    ----------
+    results : dict
+        Method name to either a list of accuracy matrices (one per run), a single
+        accuracy matrix, a 2-D array of ``A_i`` curves (runs x tasks), or an object
+        with an ``accuracy_matrices`` attribute (:class:`clestim.evaluation.RunsResult`)
+        or an ``accuracy_matrix`` attribute (:class:`~clestim.evaluation.StreamResult`).
+    confidence : float, default=0.95
+        Level of the t-distribution band over runs (no band for one run).
+    percent : bool, default=True
+        Plot accuracies in percent.
+    ax : matplotlib Axes, default=None
+    markers : bool, default=True
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> runs = [np.array([[0.9, 0.0], [0.5, 0.8]]), np.array([[1.0, 0.0], [0.4, 0.9]])]
+    >>> ax = plot_average_accuracy({"Naive": runs})
+    >>> ax.get_lines()[0].get_ydata().round(2).tolist()
+    [95.0, 65.0]
+    """
+    if not results:
+        raise ValueError("results is empty: give at least one method.")
+    ax = _axes(ax, figsize)
+    scale = 100.0 if percent else 1.0
+    for name, res in results.items():
+        curves = _curves(res) * scale
+        mean, half = confidence_interval(curves, confidence=confidence)
+        x = np.arange(1, curves.shape[1] + 1)
+        (line,) = ax.plot(x, mean, marker="o" if markers else None, label=str(name))
+        if curves.shape[0] > 1:
+            ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("task $i$")
+    ax.set_ylabel("average accuracy $\\mathcal{A}_i$" + (" (%)" if percent else ""))
+    ax.set_xticks(x)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def _curves(res) -> np.ndarray:
+    if hasattr(res, "accuracy_matrices"):
+        res = list(res.accuracy_matrices)
+    elif hasattr(res, "accuracy_matrix"):
+        res = [res.accuracy_matrix]
+    if isinstance(res, (list, tuple)):
+        curves = [average_accuracies(A) for A in res]
+        if len({len(c) for c in curves}) != 1:
+            raise ValueError("All runs of a method must have the same number of tasks.")
+        return np.vstack(curves)
+    arr = np.asarray(res, dtype=float)
+    if arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
+        return average_accuracies(arr)[None, :]
+    if arr.ndim == 2:
+        return arr
+    if arr.ndim == 3:
+        return np.vstack([average_accuracies(A) for A in arr])
+    raise ValueError(
+        "Each method needs accuracy matrices (T x T), a list of them, or A_i curves "
+        f"(runs x T); got an array of shape {arr.shape}."
+    )
+
+
+def plot_accuracy_matrix(
+    A,
+    *,
+    percent=True,
+    annotate=True,
+    ax=None,
+    cmap="viridis",
+    task_labels=None,
+    figsize=(4, 3.5),
+):
+    """Heatmap of an accuracy matrix: row ``i`` = after task ``i``, column ``j`` = task ``j``.
+
+    ``NaN`` cells (tasks not evaluated) are left blank.
+
+    Parameters
+    ----------
+    A : array-like of shape (T, T)
+        Accuracies in [0, 1].
+    percent : bool, default=True
+    annotate : bool, default=True
+        Write the value in each cell.
+    ax : matplotlib Axes, default=None
+    cmap : str, default='viridis'
+    task_labels : list of str, default=None
+        Tick labels; ``1 .. T`` by default.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    A = check_accuracy_matrix(A)
+    T = A.shape[0]
+    if task_labels is not None and len(task_labels) != T:
+        raise ValueError(f"task_labels needs {T} labels; got {len(task_labels)}.")
+    ax = _axes(ax, figsize)
+    scale = 100.0 if percent else 1.0
+    data = np.ma.masked_invalid(A * scale)
+    im = ax.imshow(data, cmap=cmap, vmin=0, vmax=scale)
+    ax.figure.colorbar(im, ax=ax, label="accuracy" + (" (%)" if percent else ""))
+    labels = task_labels if task_labels is not None else [str(k + 1) for k in range(T)]
+    ax.set_xticks(range(T), labels)
+    ax.set_yticks(range(T), labels)
+    ax.set_xlabel("evaluated on task $j$")
+    ax.set_ylabel("after training task $i$")
+    if annotate:
+        for i in range(T):
+            for j in range(T):
+                if not np.isnan(A[i, j]):
+                    v = A[i, j] * scale
+                    ax.text(
+                        j,
+                        i,
+                        f"{v:.0f}" if percent else f"{v:.2f}",
+                        ha="center",
+                        va="center",
+                        color="white" if v < 0.5 * scale else "black",
+                        fontsize=8,
+                    )
+    return ax

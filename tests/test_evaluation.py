@@ -1,0 +1,257 @@
+"""Tests of clestim.evaluation and clestim.plotting with a tiny numpy learner.
+
+The learner is a nearest-centroid classifier that follows the clestim estimator
+contract; on well-separated blobs its accuracy matrices are known exactly.
+"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from scipy import stats  # noqa: E402
+from sklearn.base import BaseEstimator  # noqa: E402
+
+from clestim.evaluation import (  # noqa: E402
+    RunsResult,
+    confidence_interval,
+    evaluate_runs,
+    evaluate_stream,
+)
+from clestim.plotting import plot_accuracy_matrix, plot_average_accuracy  # noqa: E402
+from clestim.streams import (  # noqa: E402
+    BasicScenario,
+    ClassIncremental,
+    DomainIncremental,
+    unique_in_order,
+)
+
+
+class CentroidCL(BaseEstimator):
+    """Nearest class centroid, learnt task by task, with per-task snapshots.
+
+    ``forget=True`` keeps only the centroids of the latest task (catastrophic
+    forgetting, like Naive fine-tuning on disjoint classes).
+    """
+
+    def __init__(self, forget=False, stream=None, random_state=None):
+        self.forget = forget
+        self.stream = stream
+        self.random_state = random_state
+
+    def fit(self, X, y, groups=None):
+        for k in [k for k in vars(self) if k.endswith("_")]:
+            delattr(self, k)
+        stream = self.stream or ClassIncremental(shuffle=False)
+        for idx in stream.split(X, y, groups):
+            self.partial_fit_task(X[idx], y[idx])
+        return self
+
+    def partial_fit_task(self, X, y, groups=None):
+        if not hasattr(self, "snapshots_"):
+            self.snapshots_, self.task_classes_, self.classes_ = [], [], np.empty(0)
+            self.centroids_ = {}
+        X, y = np.asarray(X, dtype=float), np.asarray(y)
+        if self.forget:
+            self.centroids_ = {}
+        for c in unique_in_order(y):
+            self.centroids_[c] = X[y == c].mean(axis=0)
+        self.classes_ = unique_in_order(np.r_[self.classes_, unique_in_order(y)])
+        self.task_classes_.append(unique_in_order(y))
+        self.snapshots_.append(dict(self.centroids_))
+        self.n_tasks_seen_ = len(self.snapshots_)
+        return self
+
+    def predict(self, X, task=None, after_task=None):
+        snap = self.snapshots_[-1 if after_task is None else after_task]
+        labels = list(snap)
+        if task is not None:
+            labels = [c for c in labels if c in set(self.task_classes_[task].tolist())]
+            if not labels:
+                return np.full(len(X), self.task_classes_[task][0])
+        C = np.stack([snap[c] for c in labels])
+        d = ((np.asarray(X, dtype=float)[:, None, :] - C[None]) ** 2).sum(-1)
+        return np.asarray(labels)[d.argmin(1)]
+
+    def score(self, X, y):
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+def blobs(n_classes=6, n_per_class=10, seed=0):
+    """Classes centred 10 apart on a line, noise 0.1: nearest centroid is perfect."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(n_classes), n_per_class)
+    X = np.c_[10.0 * y, np.zeros_like(y)] + 0.1 * rng.standard_normal((len(y), 2))
+    perm = rng.permutation(len(y))
+    return X[perm], y[perm]
+
+
+@pytest.fixture(scope="module")
+def data():
+    Xtr, ytr = blobs(seed=0)
+    Xte, yte = blobs(n_per_class=5, seed=1)
+    return Xtr, ytr, Xte, yte
+
+
+def test_evaluate_stream_exact_matrices(data):
+    Xtr, ytr, Xte, yte = data
+    stream = ClassIncremental(classes_per_task=2, random_state=0)
+    keep = evaluate_stream(CentroidCL(), stream, Xtr, ytr, Xte, yte)
+    # remembers everything, unseen classes are always wrong: lower triangle = 1
+    np.testing.assert_array_equal(keep.accuracy_matrix, np.tril(np.ones((3, 3))))
+    assert keep.metrics["average_accuracy"] == 1.0
+    assert keep.metrics["average_forgetting"] == 0.0
+    assert keep.metrics["forward_transfer"] == 0.0
+    forget = evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte)
+    np.testing.assert_array_equal(forget.accuracy_matrix, np.eye(3))
+    # A_T = 1/3, F_T = (1 + 1)/2, A_cur = 1, BWT = -1
+    assert forget.metrics["average_accuracy"] == pytest.approx(1 / 3, abs=1e-15)
+    assert forget.metrics["average_forgetting"] == 1.0
+    assert forget.metrics["learning_accuracy"] == 1.0
+    assert forget.metrics["backward_transfer"] == -1.0
+    # class groups follow the stream; the stream was split on the training data
+    assert [c.tolist() for c in forget.task_classes] == [
+        c.tolist() for c in ClassIncremental(random_state=0).task_classes(ytr)
+    ]
+    assert forget.fit_time.shape == (3,) and (forget.fit_time >= 0).all()
+
+
+def test_evaluate_stream_task_incremental_mode(data):
+    Xtr, ytr, Xte, yte = data
+    stream = ClassIncremental(classes_per_task=2, shuffle=False)
+    res = evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, mode="task")
+    A = res.accuracy_matrix
+    assert np.isnan(A[np.triu_indices(3, 1)]).all()
+    # the forgotten tasks fall back to their first class: 5 of 10 test samples right
+    np.testing.assert_array_equal(A[np.tril_indices(3)], [1.0, 0.5, 1.0, 0.5, 0.5, 1.0])
+    assert np.isnan(res.metrics["forward_transfer"])
+
+
+def test_evaluate_stream_does_not_touch_the_estimator(data):
+    Xtr, ytr, Xte, yte = data
+    est = CentroidCL()
+    res = evaluate_stream(
+        est, ClassIncremental(shuffle=False), Xtr, ytr, Xte, yte, return_estimator=True
+    )
+    assert not hasattr(est, "snapshots_")
+    assert res.estimator.n_tasks_seen_ == 3
+
+
+def test_evaluate_stream_basic_scenario_relabels(data):
+    Xtr, ytr, Xte, yte = data
+    # INC with classes 0 (C10), 2 (C02), 1 (C21): class 1 is learnt as L2 in T1, L1 in T2
+    inc = BasicScenario("INC", assignment=(0, 2, 1))
+    res = evaluate_stream(CentroidCL(), inc, Xtr, ytr, Xte, yte)
+    # after T1: L1 @ class 0, L2 @ class 1 -> T1 right; on T2 class 1 (now L1) is wrong
+    # after T2: L1 @ class 1, L2 @ class 2 -> class 0 still L1; the relabelled set is
+    # now L1, so T1's labels are half wrong
+    np.testing.assert_array_equal(res.accuracy_matrix, [[1.0, 0.5], [0.5, 1.0]])
+
+
+def test_evaluate_stream_domain_incremental():
+    rng = np.random.default_rng(0)
+    y = np.tile([0, 1], 30)
+    subj = np.repeat([0, 1, 2], 20)
+    # subject s shifts the data by 100 * s: a centroid learnt on one subject fails on others
+    X = np.c_[10.0 * y + 100.0 * subj, np.zeros(60)] + 0.1 * rng.standard_normal((60, 2))
+    stream = DomainIncremental()
+    res = evaluate_stream(CentroidCL(forget=True), stream, X, y, X, y, subj, subj)
+    # after subject s only subject s's centroids exist: task j gets the nearest class,
+    # which is class 1 of subject s when j > s (right on half), class 0 when j < s
+    A = res.accuracy_matrix
+    np.testing.assert_array_equal(np.diag(A), [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(A[np.triu_indices(3, 1)], [0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(A[np.tril_indices(3, -1)], [0.5, 0.5, 0.5])
+    with pytest.raises(ValueError, match="groups=None"):
+        evaluate_stream(CentroidCL(), stream, X, y, X, y)
+
+
+def test_evaluate_stream_errors(data):
+    Xtr, ytr, Xte, yte = data
+    stream = ClassIncremental(class_order=[0, 1, 2, 3, 4, 5])
+    with pytest.raises(ValueError, match="no sample of task 2 \\(classes \\[4, 5\\]\\)"):
+        evaluate_stream(CentroidCL(), stream, Xtr, ytr, Xte[yte < 4], yte[yte < 4])
+    with pytest.raises(ValueError, match="mode"):
+        evaluate_stream(CentroidCL(), stream, Xtr, ytr, Xte, yte, mode="domain")
+
+
+def test_result_conversions(data):
+    Xtr, ytr, Xte, yte = data
+    res = evaluate_stream(CentroidCL(forget=True), ClassIncremental(class_order=range(6)), *data)
+    d = res.to_dict()
+    assert d["accuracy_matrix"] == np.eye(3).tolist()
+    assert d["task_classes"] == [[0, 1], [2, 3], [4, 5]]
+    assert set(d["metrics"]) >= {"average_accuracy", "average_forgetting", "learning_accuracy"}
+    tasks = res.to_frame()
+    assert list(tasks["classes"]) == [[0, 1], [2, 3], [4, 5]]
+    np.testing.assert_allclose(tasks["average_accuracy"], [1.0, 0.5, 1 / 3])
+    matrix = res.to_frame("matrix")
+    assert matrix.index.name == "after_task" and matrix.columns.name == "task"
+    np.testing.assert_array_equal(matrix.to_numpy(), np.eye(3))
+    assert res.to_frame("metrics").shape == (1, len(d["metrics"]))
+    with pytest.raises(ValueError, match="kind"):
+        res.to_frame("long")
+
+
+def test_confidence_interval_uses_t_distribution():
+    vals = np.array([0.8, 0.9, 0.7, 0.85, 0.75])
+    m, h = confidence_interval(vals)
+    assert m == pytest.approx(0.8)
+    # s = sqrt(0.025 / 4) = 0.0790569; t_{0.975, 4} = 2.7764451
+    assert h == pytest.approx(2.7764451 * np.sqrt(0.025 / 4) / np.sqrt(5), rel=1e-7)
+    assert h == pytest.approx(stats.t.ppf(0.975, 4) * vals.std(ddof=1) / np.sqrt(5))
+    assert confidence_interval([0.5])[1] == 0.0
+
+
+def test_evaluate_runs_seeds_and_summary(data):
+    Xtr, ytr, Xte, yte = data
+    stream = ClassIncremental(classes_per_task=2, random_state=0)
+    runs = evaluate_runs(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, n_runs=4, n_jobs=2)
+    assert isinstance(runs, RunsResult)
+    assert runs.seeds == [1234, 1235, 1236, 1237]
+    # each run uses its seed as the class order's random_state
+    for s, r in zip(runs.seeds, runs.runs):
+        expected = ClassIncremental(random_state=s).task_classes(ytr)
+        assert [c.tolist() for c in r.task_classes] == [c.tolist() for c in expected]
+    assert len({tuple(r.task_classes[0]) for r in runs.runs}) > 1
+    summary = runs.summary()
+    # identical matrices in every run: zero-width interval
+    assert summary.loc["average_forgetting", "mean"] == 1.0
+    assert summary.loc["average_forgetting", "ci"] == 0.0
+    assert summary.loc["average_accuracy", "n_runs"] == 4
+    assert runs.format("average_accuracy") == "33.3 ± 0.0"
+    assert runs.metrics_frame().index.tolist() == runs.seeds
+    assert len(runs.to_dict()["runs"]) == 4
+    with pytest.raises(ValueError, match="n_runs"):
+        evaluate_runs(CentroidCL(), stream, Xtr, ytr, Xte, yte, n_runs=0)
+
+
+def test_plots_return_axes():
+    runs = [np.array([[0.9, 0.0], [0.5, 0.8]]), np.array([[1.0, 0.0], [0.4, 0.9]])]
+    ax = plot_average_accuracy({"Naive": runs, "ER": np.array([[0.9, 0.1], [0.8, 0.85]])})
+    lines = ax.get_lines()
+    assert [ln.get_label() for ln in lines] == ["Naive", "ER"]
+    np.testing.assert_allclose(lines[0].get_ydata(), [95.0, 65.0])
+    np.testing.assert_allclose(lines[1].get_ydata(), [90.0, 82.5])
+    assert len(ax.collections) == 1  # one CI band, for the method with 2 runs
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    # task 1: runs at 90 and 100 -> s / sqrt(2) = 5; the band reaches 95 + t_{0.975,1} * 5
+    assert band.max() == pytest.approx(95.0 + stats.t.ppf(0.975, 1) * 5.0)
+    # task 2: both runs at 65 -> zero width
+    assert 65.0 in band.round(10)
+    ax2 = plot_accuracy_matrix(np.array([[0.9, np.nan], [0.5, 0.8]]))
+    texts = [t.get_text() for t in ax2.texts]
+    assert texts == ["90", "50", "80"]
+    assert ax2.figure is not None
+    with pytest.raises(ValueError, match="empty"):
+        plot_average_accuracy({})
+
+
+def test_results_feed_the_plot(data):
+    Xtr, ytr, Xte, yte = data
+    runs = evaluate_runs(CentroidCL(forget=True), ClassIncremental(random_state=0), *data, n_runs=2)
+    ax = plot_average_accuracy({"centroid": runs})
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [100.0, 50.0, 100 / 3])
+    assert isinstance(runs.metrics_frame(), pd.DataFrame)
