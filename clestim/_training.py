@@ -1,0 +1,157 @@
+"""The skorch side of the task lifecycle: one :class:`TaskNet` trains one task.
+
+A fresh ``TaskNet`` is built around the estimator's persistent torch module for
+every task, so the optimizer, the LR schedule, the early-stopping state and the
+history all start anew per task (the TSCIL protocol rebuilds the optimizer every
+task); the module's weights carry over. The estimator stays in charge of what is
+method-specific through three hooks that the net calls:
+
+* ``learner._training_loss(X, y)``: the loss of one training batch;
+* ``learner._criterion(logits, y)``: the validation loss (early stopping);
+* ``learner._after_batch(X, y, epoch)``: after each optimizer step (memory updates).
+"""
+
+from __future__ import annotations
+
+import torch
+from skorch import NeuralNet
+from skorch.callbacks import Callback, EarlyStopping, GradientNormClipping, LRScheduler
+from torch.optim.lr_scheduler import MultiStepLR, OneCycleLR
+from tqdm.auto import tqdm
+
+LR_SCHEDULES = (None, "step10", "step15", "onecycle")
+_EVAL_BATCH = 512
+
+
+class TensorDataset(torch.utils.data.Dataset):
+    """Inputs and encoded labels already converted to tensors on the training device."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor):
+        self.X, self.y = X, y
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.X[i], self.y[i]
+
+
+class TensorBatches:
+    """Mini-batches sliced straight from tensors (no per-sample collation)."""
+
+    def __init__(self, dataset: TensorDataset, batch_size: int, shuffle: bool, generator=None):
+        self.dataset, self.batch_size = dataset, batch_size
+        self.shuffle, self.generator = shuffle, generator
+
+    def __len__(self) -> int:
+        return -(-len(self.dataset) // self.batch_size)
+
+    def __iter__(self):
+        n = len(self.dataset)
+        X, y = self.dataset.X, self.dataset.y
+        if self.shuffle:
+            order = torch.randperm(n, generator=self.generator).to(y.device)
+            for start in range(0, n, self.batch_size):
+                idx = order[start : start + self.batch_size]
+                yield X[idx], y[idx]
+        else:
+            for start in range(0, n, self.batch_size):
+                yield X[start : start + self.batch_size], y[start : start + self.batch_size]
+
+
+class TaskNet(NeuralNet):
+    """A skorch ``NeuralNet`` whose loss and per-batch hooks come from the estimator."""
+
+    def __init__(self, module, *, learner, generator, **kwargs):
+        super().__init__(module, criterion=torch.nn.CrossEntropyLoss, **kwargs)
+        self.learner = learner
+        self.generator = generator
+
+    def get_iterator(self, dataset, training=False):
+        size = self.batch_size if training else max(self.batch_size, _EVAL_BATCH)
+        return TensorBatches(dataset, size, shuffle=training, generator=self.generator)
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        return self.learner._criterion(y_pred, y_true)
+
+    def train_step_single(self, batch, **fit_params):
+        self._set_training(True)
+        X, y = batch
+        loss = self.learner._training_loss(X, y)
+        loss.backward()
+        return {"loss": loss, "y_pred": None}
+
+    def train_step(self, batch, **fit_params):
+        step = super().train_step(batch, **fit_params)
+        self.learner._after_batch(*batch, epoch=len(self.history) - 1)
+        return step
+
+
+class TaskProgress(Callback):
+    """A tqdm bar over the epochs of one task, showing the train and validation loss."""
+
+    def __init__(self, description: str, total: int):
+        self.description, self.total = description, total
+
+    def on_train_begin(self, net, **kwargs):
+        self.bar_ = tqdm(total=self.total, desc=self.description, leave=False, unit="epoch")
+
+    def on_epoch_end(self, net, **kwargs):
+        last = net.history[-1]
+        postfix = {"loss": f"{last['train_loss']:.4f}"}
+        if "valid_loss" in last:
+            postfix["val"] = f"{last['valid_loss']:.4f}"
+        self.bar_.set_postfix(postfix, refresh=False)
+        self.bar_.update(1)
+
+    def on_train_end(self, net, **kwargs):
+        self.bar_.close()
+
+
+def _silent(*args, **kwargs):
+    """A sink that prints nothing (early stopping's message)."""
+
+
+def lr_scheduler(schedule: str | None, lr: float, max_epochs: int, n_batches: int):
+    """The skorch callback for a TSCIL learning-rate schedule, or None.
+
+    ``'step10'``/``'step15'`` multiply the rate by 0.1 once, after 10/15 epochs (as
+    TSCIL's ``adjust_learning_rate``);
+    ``'onecycle'`` is ``OneCycleLR`` with peak ``lr`` over the task's
+    ``max_epochs * n_batches`` optimizer steps, stepped per batch.
+    """
+    if schedule is None:
+        return None
+    if schedule in ("step10", "step15"):
+        return LRScheduler(policy=MultiStepLR, milestones=[int(schedule[4:])], gamma=0.1)
+    if schedule == "onecycle":
+        return LRScheduler(
+            policy=OneCycleLR,
+            max_lr=lr,
+            total_steps=max(1, max_epochs * n_batches),
+            step_every="batch",
+        )
+    raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {schedule!r}")
+
+
+def task_callbacks(learner, *, has_validation: bool, n_batches: int, description: str):
+    """The callbacks of one task: early stopping, LR schedule, clipping, progress."""
+    callbacks = []
+    if has_validation and learner.patience is not None:
+        callbacks.append(
+            EarlyStopping(
+                monitor="valid_loss",
+                patience=learner.patience,
+                threshold=0.0,
+                load_best=True,
+                sink=_silent,
+            )
+        )
+    scheduler = lr_scheduler(learner.lr_schedule, learner.lr, learner.max_epochs, n_batches)
+    if scheduler is not None:
+        callbacks.append(scheduler)
+    if learner.grad_clip:
+        callbacks.append(GradientNormClipping(gradient_clip_value=learner.grad_clip))
+    if learner.verbose:
+        callbacks.append(TaskProgress(description, learner.max_epochs))
+    return callbacks

@@ -1,0 +1,155 @@
+"""Replay memory: a bounded store of samples with pluggable update and retrieval.
+
+The storage (:class:`MemoryBuffer`) knows nothing about which samples deserve a
+slot or which ones to replay: an *update policy* decides what enters and what
+leaves, a *retrieval policy* decides what a training step replays. Every random
+choice draws from the ``torch.Generator`` passed in, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+
+class MemoryBuffer:
+    """Samples stored as named tensor fields of equal length.
+
+    Parameters
+    ----------
+    capacity : int
+        Maximum number of stored samples.
+    update : update policy, default=Reservoir()
+        Object with ``update(buffer, fields, generator)``.
+    retrieval : retrieval policy, default=RandomRetrieval()
+        Object with ``retrieve(buffer, n, generator)`` returning slot indices.
+
+    Attributes
+    ----------
+    fields : dict of str to Tensor
+        ``'X'`` and ``'y'`` (encoded labels) always; methods add their own (for
+        example ``'logits'``, ``'task'``, ``'group'``).
+    n_seen : int
+        Number of samples offered to the buffer so far.
+    """
+
+    def __init__(self, capacity: int, update=None, retrieval=None):
+        self.capacity = int(capacity)
+        self.update_policy = update if update is not None else Reservoir()
+        self.retrieval_policy = retrieval if retrieval is not None else RandomRetrieval()
+        self.fields: dict[str, torch.Tensor] = {}
+        self.n_seen = 0
+
+    def __len__(self) -> int:
+        return len(self.fields["y"]) if self.fields else 0
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.fields[name]
+
+    @property
+    def classes(self) -> torch.Tensor:
+        """The encoded labels present in memory."""
+        return torch.unique(self.fields["y"]) if self.fields else torch.empty(0, dtype=torch.long)
+
+    def add(self, generator: torch.Generator | None = None, **fields: torch.Tensor) -> None:
+        """Offer samples to the buffer; the update policy decides which are kept."""
+        self.update_policy.update(self, fields, generator)
+
+    def sample(self, n: int, generator: torch.Generator | None = None, **context):
+        """Up to ``n`` stored samples chosen by the retrieval policy, as a dict of fields.
+
+        Returns None while the buffer is empty.
+        """
+        if len(self) == 0 or n <= 0:
+            return None
+        idx = self.retrieval_policy.retrieve(self, n, generator, **context)
+        return self.take(idx)
+
+    def take(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The fields at slot indices ``idx``."""
+        idx = idx.to(self.fields["y"].device)
+        return {k: v[idx] for k, v in self.fields.items()}
+
+    # --- storage primitives used by the policies -------------------------------
+    def append(self, fields: dict[str, torch.Tensor]) -> None:
+        if not self.fields:
+            self.fields = {k: v.detach().clone() for k, v in fields.items()}
+        else:
+            self._check_names(fields)
+            self.fields = {k: torch.cat([v, fields[k].detach()]) for k, v in self.fields.items()}
+
+    def replace(self, slots: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
+        self._check_names(fields)
+        slots = slots.to(self.fields["y"].device)
+        for k, v in self.fields.items():
+            v[slots] = fields[k].detach().to(v.dtype)
+
+    def keep(self, slots: torch.Tensor) -> None:
+        """Keep only the samples at ``slots``, in that order."""
+        self.fields = {k: v[slots.to(v.device)] for k, v in self.fields.items()}
+
+    def set_field(self, name: str, values: torch.Tensor) -> None:
+        """Add or overwrite a per-sample field (for example stored logits)."""
+        if len(values) != len(self):
+            raise ValueError(f"field {name!r} needs {len(self)} rows, got {len(values)}")
+        self.fields[name] = values.detach()
+
+    def _check_names(self, fields):
+        if set(fields) != set(self.fields):
+            raise ValueError(
+                f"memory stores fields {sorted(self.fields)}, got {sorted(fields)}"
+            )
+
+
+def _randint(high: int, generator) -> int:
+    return int(torch.randint(high, (1,), generator=generator))
+
+
+class Reservoir:
+    """Reservoir sampling (Vitter 1985): every sample offered so far has the same
+    chance ``capacity / n_seen`` of being in memory."""
+
+    def update(self, buffer: MemoryBuffer, fields, generator=None) -> None:
+        n = len(fields["y"])
+        new_rows, rows = [], {}
+        for i in range(n):
+            if len(buffer) + len(new_rows) < buffer.capacity:
+                new_rows.append(i)
+            else:
+                j = _randint(buffer.n_seen + i + 1, generator)
+                if j < buffer.capacity:
+                    rows[j] = i  # a later sample may overwrite an earlier one
+        buffer.n_seen += n
+        if new_rows:
+            idx = torch.as_tensor(new_rows)
+            buffer.append({k: v[idx.to(v.device)] for k, v in fields.items()})
+        if rows:
+            slots = torch.as_tensor(list(rows))
+            idx = torch.as_tensor(list(rows.values()))
+            buffer.replace(slots, {k: v[idx.to(v.device)] for k, v in fields.items()})
+
+
+class RandomRetrieval:
+    """Uniform random retrieval without replacement."""
+
+    def retrieve(self, buffer: MemoryBuffer, n: int, generator=None, **context) -> torch.Tensor:
+        return torch.randperm(len(buffer), generator=generator)[:n]
+
+
+def memory_capacity(memory_size, n_seen: int) -> int:
+    """Slots for a budget given as a count (int) or a fraction of the ``n_seen``
+    training samples seen so far (float in (0, 1])."""
+    if isinstance(memory_size, bool):
+        raise TypeError(f"memory_size must be an int or a float, got {memory_size!r}")
+    if isinstance(memory_size, numbers.Integral):
+        if memory_size < 1:
+            raise ValueError(f"memory_size as a count must be >= 1, got {memory_size}")
+        return int(memory_size)
+    size = float(memory_size)
+    if not 0.0 < size <= 1.0:
+        raise ValueError(
+            f"memory_size as a fraction of the training samples seen must be in (0, 1], "
+            f"got {memory_size!r}"
+        )
+    return max(1, int(size * n_seen))

@@ -1,0 +1,16 @@
+"""Torch modules only: backbones, heads, normalisation layers and the composed network."""
+
+from .backbones import BACKBONES, CNN1D, MLP, TransformerEncoder
+from .heads import GrowingLinear
+from .network import ContinualNetwork
+from .norms import InputNorm
+
+__all__ = [
+    "BACKBONES",
+    "CNN1D",
+    "MLP",
+    "ContinualNetwork",
+    "GrowingLinear",
+    "InputNorm",
+    "TransformerEncoder",
+]
