@@ -279,8 +279,9 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
 
             stream = ClassIncremental(classes_per_task=2, shuffle=False)
         self._reset()
-        for idx in stream.split(X, y, groups):
-            self.partial_fit_task(X[idx], y[idx], None if groups is None else groups[idx])
+        for t, idx in enumerate(stream.split(X, y, groups)):
+            y_task = stream.relabel(y[idx], t) if hasattr(stream, "relabel") else y[idx]
+            self.partial_fit_task(X[idx], y_task, None if groups is None else groups[idx])
         return self
 
     def _reset(self) -> None:
