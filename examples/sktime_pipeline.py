@@ -27,7 +27,7 @@ def main():
     rng = np.random.default_rng(0)
     test = np.zeros(len(y), dtype=bool)
     for c in np.unique(y):
-        test[rng.permutation(np.flatnonzero(y == c))[:20]] = True
+        test[rng.permutation(np.flatnonzero(y == c))[:10]] = True
     X_train, y_train = X[~test].reset_index(drop=True), y[~test]
     X_test, y_test = X[test].reset_index(drop=True), y[test]
 
@@ -37,8 +37,9 @@ def main():
         TabularToSeriesAdaptor(StandardScaler(), fit_in_transform=True),
         ER(
             backbone="cnn",
-            backbone_params={"channels": (16, 32, 32, 32)},
-            max_epochs=10,
+            backbone_params={"channels": (16, 16, 16, 16)},
+            max_epochs=3,
+            memory_size=0.2,
             patience=None,
             stream=stream,
             random_state=0,
@@ -46,12 +47,7 @@ def main():
     )
     for t, idx in enumerate(stream.split(X_train, y_train)):
         pipe.partial_fit_task(X_train.iloc[idx].reset_index(drop=True), y_train[idx])
-        seen = np.isin(y_test, pipe.classes_)
-        acc = pipe.score(X_test[seen].reset_index(drop=True), y_test[seen])
-        print(
-            f"after task {t + 1} (speakers {pipe.task_classes_[t].tolist()}): "
-            f"accuracy on the speakers seen so far {acc:.3f}"
-        )
+        print(f"learnt task {t + 1}: speakers {pipe.task_classes_[t].tolist()}")
 
     A = snapshot_accuracy_matrix(pipe, X_test, y_test)
     print("accuracy matrix (rows: after task i, columns: task j)")
