@@ -1,0 +1,145 @@
+"""The ``clestim`` command: ``bench``, ``report`` and ``datasets``.
+
+Examples::
+
+    clestim bench --datasets basic_motions --methods Naive,ER --max-epochs 30
+    clestim bench --config grid.toml --results results/ --n-jobs 2
+    clestim report results/
+    clestim datasets
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+
+def _value(text: str):
+    """A command-line value as int, float, bool or str."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def _list(text: str) -> list:
+    return [_value(v) for v in text.split(",") if v]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="clestim", description="Continual-learning benchmarks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    bench = sub.add_parser("bench", help="run a grid of datasets x methods x settings x runs")
+    bench.add_argument("--config", help="TOML file with the grid (flags override it)")
+    bench.add_argument("--datasets", type=lambda s: s.split(","), help="comma-separated names")
+    bench.add_argument("--methods", type=lambda s: s.split(","), help="comma-separated names")
+    bench.add_argument("--runs", type=int)
+    bench.add_argument("--seed", type=int)
+    for name in ("norm", "input-norm", "memory-size", "classifier", "backbone"):
+        bench.add_argument(f"--{name}", type=_list, help="comma-separated values to cross")
+    bench.add_argument("--max-epochs", type=int)
+    bench.add_argument("--tune", action="store_true", default=None,
+                       help="search each method's grid on the validation stream first")
+    bench.add_argument("--set", action="append", default=[], metavar="METHOD.PARAM=VALUE",
+                       help="a fixed method parameter, e.g. --set LwF.lambda_kd=1e4")
+    bench.add_argument("--data-home")
+    bench.add_argument("--device")
+    bench.add_argument("--results", default="clestim_results", help="results folder")
+    bench.add_argument("--n-jobs", type=int, default=1)
+    bench.add_argument("--scheduler", help="Dask scheduler address, or 'local'")
+    bench.add_argument("--no-progress", action="store_true")
+
+    report = sub.add_parser("report", help="tables and plots of a results folder")
+    report.add_argument("results")
+    report.add_argument("--out", help="output folder (default: the results folder)")
+
+    datasets = sub.add_parser("datasets", help="list the datasets and where they are found")
+    datasets.add_argument("--data-home")
+    return parser
+
+
+def _config(args):
+    from .benchmark import BenchmarkConfig
+
+    values = {}
+    if args.config:
+        import tomllib
+
+        with open(args.config, "rb") as f:
+            values = tomllib.load(f)
+    for key in ("datasets", "methods", "runs", "seed", "max_epochs", "tune", "data_home",
+                "device"):
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    settings = dict(values.get("settings", {}))
+    for key in ("norm", "input_norm", "memory_size", "classifier", "backbone"):
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
+    values["settings"] = settings
+    params = {k: dict(v) for k, v in values.get("params", {}).items()}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        method, dot, param = name.partition(".")
+        if not (sep and dot):
+            raise ValueError(f"--set takes METHOD.PARAM=VALUE, got {item!r}")
+        params.setdefault(method, {})[param] = _value(value)
+    values["params"] = params
+    return BenchmarkConfig.from_dict(values)
+
+
+def bench(args) -> int:
+    from .benchmark import run_benchmark, summary_frame
+
+    config = _config(args)
+    records = run_benchmark(
+        config, args.results, n_jobs=args.n_jobs, scheduler=args.scheduler,
+        progress=not args.no_progress, log=lambda msg: print(msg, file=sys.stderr),
+    )
+    keys = {c.key for c in config.cells()}
+    records = [r for r in records if r["key"] in keys]
+    if config.runs == 1:
+        for r in sorted(records, key=lambda r: (r["dataset"], r["setting"], r["method"])):
+            A = np.asarray(r["accuracy_matrix"]) * 100
+            print(f"\n{r['method']} on {r['dataset']} ({r['setting']}), "
+                  f"tasks {r['task_classes']}: accuracy matrix (%), row i = after task i")
+            print(np.array2string(A, precision=1, suppress_small=True, floatmode="fixed"))
+    frame = summary_frame(records)
+    print("\nmean ± 95% CI over runs (%)")
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    return 0
+
+
+def report(args) -> int:
+    from .report import write_report
+
+    for path in write_report(args.results, args.out):
+        print(path)
+    return 0
+
+
+def datasets(args) -> int:
+    from .datasets import list_datasets
+
+    for name, info in list_datasets(args.data_home).items():
+        print(f"{name:16s} {info.get('shape', '')!s:18s} {info.get('n_classes', ''):>3} classes  "
+              f"{info.get('where', '')}")
+        print(f"{'':16s} {info.get('citation', '')}; licence: {info.get('license', '')}")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"bench": bench, "report": report, "datasets": datasets}[args.command](args)
+    except (ValueError, ConnectionError, FileNotFoundError) as exc:
+        print(f"clestim {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

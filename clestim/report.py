@@ -1,0 +1,105 @@
+"""Tables and plots of a benchmark results folder (``clestim report``).
+
+Writes, for the cells in ``RESULTS/cells``:
+
+* ``table.md`` and ``table.csv``: mean ± 95% CI of A_T, F_T and A_cur (percent)
+  per dataset, setting and method, laid out like Table 3 of TSCIL (Qiao et al.
+  2024), with the paper's published numbers and our difference beside them where
+  the paper has the dataset;
+* ``average_accuracy_<dataset>_<setting>.png``: the A_i evolution of every method
+  with a CI band over runs (the paper's Figure 2);
+* ``accuracy_matrix_<dataset>_<setting>_<method>.png``: heatmaps of the mean
+  accuracy matrix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .benchmark import load_results, summary_frame
+from .reference_results import TSCIL_TABLE3
+
+METRICS = ("A_T", "F_T", "A_cur")
+
+
+def _paper(dataset: str, setting: str, method: str) -> dict:
+    norm = "batch" if "norm=batch" in setting else "layer"
+    return TSCIL_TABLE3.get(norm, {}).get(dataset, {}).get(method, {})
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in text).strip("_")
+
+
+def report_frame(records: list[dict]):
+    """The summary frame with the paper's mean, CI and our difference beside ours."""
+    frame = summary_frame(records)
+    for metric in METRICS:
+        paper = [
+            _paper(d, s, m).get(metric, (np.nan, np.nan))
+            for d, s, m in zip(frame["dataset"], frame["setting"], frame["method"])
+        ]
+        frame[f"paper_{metric}"] = [p[0] for p in paper]
+        frame[f"paper_{metric}_ci"] = [p[1] for p in paper]
+        frame[f"diff_{metric}"] = frame[metric] - frame[f"paper_{metric}"]
+    return frame
+
+
+def markdown_table(frame) -> str:
+    """Table 3 layout: per dataset and setting, metrics as rows and methods as columns."""
+    lines = []
+    for (dataset, setting), block in frame.groupby(["dataset", "setting"], sort=True):
+        methods = list(block["method"])
+        runs = sorted(set(block["runs"]))
+        lines += [f"### {dataset} ({setting}; runs: {', '.join(map(str, runs))})", ""]
+        lines.append("| metric | " + " | ".join(methods) + " |")
+        lines.append("|---" * (len(methods) + 1) + "|")
+        for metric in METRICS:
+            cells = []
+            for _, row in block.iterrows():
+                ours = f"{row[metric]:.1f} ± {row[metric + '_ci']:.1f}"
+                if not np.isnan(row[f"paper_{metric}"]):
+                    ours += (
+                        f" (paper {row[f'paper_{metric}']:.1f} ± {row[f'paper_{metric}_ci']:.1f},"
+                        f" Δ {row[f'diff_{metric}']:+.1f})"
+                    )
+                cells.append(ours)
+            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(results, out=None) -> list[Path]:
+    """Write the tables and plots of ``results`` into ``out`` (default: ``results``)."""
+    from .plotting import plot_accuracy_matrix, plot_average_accuracy
+
+    records = load_results(results)
+    if not records:
+        raise ValueError(f"{results} has no finished cells to report")
+    out = Path(out or results)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = report_frame(records)
+    written = [out / "table.md", out / "table.csv"]
+    header = "# clestim benchmark\n\nMean ± 95% CI (t distribution) over runs, in percent.\n\n"
+    written[0].write_text(header + markdown_table(frame))
+    frame.to_csv(written[1], index=False)
+    groups = {}
+    for r in records:
+        groups.setdefault((r["dataset"], r["setting"]), {}).setdefault(r["method"], []).append(
+            np.asarray(r["accuracy_matrix"], dtype=float)
+        )
+    for (dataset, setting), methods in sorted(groups.items()):
+        ax = plot_average_accuracy(methods)
+        ax.set_title(f"{dataset} ({setting})")
+        path = out / f"average_accuracy_{_slug(dataset)}_{_slug(setting)}.png"
+        ax.figure.savefig(path, dpi=120)
+        written.append(path)
+        for method, matrices in sorted(methods.items()):
+            ax = plot_accuracy_matrix(np.mean(matrices, axis=0))
+            ax.set_title(f"{method} on {dataset}")
+            path = out / f"accuracy_matrix_{_slug(dataset)}_{_slug(setting)}_{method}.png"
+            ax.figure.savefig(path, dpi=120)
+            written.append(path)
+    return written
