@@ -21,6 +21,14 @@ make it different:
 ``_after_task(X, y, groups)``
     After training, with the best weights restored, on the task's training split.
 
+During a training step ``self._epoch`` (from 0 within the task) and
+``self._batch_index`` (positions of the batch in the task's training data) are set.
+
+The ``classifier`` parameter chooses how logits become predictions and losses for
+every method: softmax with cross-entropy, sigmoid with binary cross-entropy, the
+split cosine head of LUCIR, or the nearest class mean over the method's memory
+(``_memory_samples``; only methods that keep samples have one).
+
 Optimizer state does **not** carry across tasks: the optimizer (Adam by default),
 the learning-rate schedule and early stopping are rebuilt for every task, as in
 the TSCIL protocol. The network weights carry over.
@@ -43,11 +51,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from ._training import LR_SCHEDULES, TaskNet, TensorDataset, task_callbacks
-from .nets import BACKBONES, ContinualNetwork, InputNorm
+from .nets import BACKBONES, ContinualNetwork, InputNorm, SplitCosineLinear
 from .nets.norms import INPUT_NORMS, NORMS
 
 #: Parameters that define the network; changing one requires a fresh ``fit``.
-ARCHITECTURE_PARAMS = ("backbone", "backbone_params", "norm", "input_norm", "dropout")
+ARCHITECTURE_PARAMS = (
+    "backbone", "backbone_params", "norm", "input_norm", "dropout", "classifier"
+)
+CLASSIFIERS = ("softmax", "bce", "cosine", "ncm")
 _OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 _EVAL_BATCH = 512
 
@@ -72,6 +83,20 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         Non-trainable per-sample input normalisation (TSCIL's LN/IN input layer).
     dropout : float, default=0.0
         Dropout of a named backbone (TSCIL: 0 for UCI-HAR and UWave, 0.3 otherwise).
+    classifier : {'softmax', 'bce', 'cosine', 'ncm'}, default='softmax'
+        How the head's outputs are trained and read (TSCIL Sect. 5.1, Fig. 4):
+
+        - ``'softmax'``: a linear head, ``CE(softmax(z), y)``.
+        - ``'bce'``: a linear head trained with ``BCEWithLogits(z, onehot(y))`` over
+          all seen classes (Rebuffi et al. 2017); ``predict_proba`` is
+          ``sigmoid(z) / sum(sigmoid(z))``.
+        - ``'cosine'``: the split cosine head of LUCIR (Hou et al. 2019),
+          ``z_c = sigma * cos(h, w_c)`` with a learnable ``sigma``, trained with CE.
+        - ``'ncm'``: nearest class mean (Rebuffi et al. 2017). The linear head trains
+          with CE (and drives early stopping); prediction is
+          ``argmin_c ||h/|h| - mu_c/|mu_c|||`` with ``mu_c`` the mean embedding of
+          class ``c``'s memory samples, recomputed after each task. Only for methods
+          that keep a memory (ER and its family).
     lr : float, default=1e-3
     batch_size : int, default=64
     max_epochs : int, default=100
@@ -119,6 +144,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         norm="layer",
         input_norm="layer",
         dropout=0.0,
+        classifier="softmax",
         lr=1e-3,
         batch_size=64,
         max_epochs=100,
@@ -139,6 +165,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         self.norm = norm
         self.input_norm = input_norm
         self.dropout = dropout
+        self.classifier = classifier
         self.lr = lr
         self.batch_size = batch_size
         self.max_epochs = max_epochs
@@ -200,6 +227,14 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"backbone must be one of {sorted(BACKBONES)} or a torch.nn.Module, "
                 f"got {self.backbone!r}"
+            )
+        if self.classifier not in CLASSIFIERS:
+            raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {self.classifier!r}")
+        if self.classifier == "ncm" and not self._keeps_memory():
+            raise ValueError(
+                f"classifier='ncm' needs class means over memory samples, but "
+                f"{type(self).__name__} keeps no memory; use a replay method (ER, DER, "
+                "Herding, ASER, CLOPS) or another classifier"
             )
         if not (isinstance(self.optimizer, type) or self.optimizer in _OPTIMIZERS):
             raise ValueError(
@@ -273,11 +308,9 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         X = self._validate_X(X, check_shape=False)
         y = self._validate_y(y, len(X))
         groups = None if groups is None else np.asarray(groups)
-        stream = self.stream
-        if stream is None:
-            from .streams import ClassIncremental
+        from .streams import default_stream
 
-            stream = ClassIncremental(classes_per_task=2, shuffle=False)
+        stream = default_stream() if self.stream is None else self.stream
         self._reset()
         for t, idx in enumerate(stream.split(X, y, groups)):
             y_task = stream.relabel(y[idx], t) if hasattr(stream, "relabel") else y[idx]
@@ -335,6 +368,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         train_fit, valid_fit = self._task_data(train, _subset(valid_idx, X, y_enc, groups))
         history = self._train(train_fit, valid_fit, f"{type(self).__name__} task {t + 1}")
         self._after_task(*train)
+        if self.classifier == "ncm":
+            self.class_means_.append(self._class_means())
 
         self.task_classes_.append(self.classes_[_in_order(y_enc)])
         self.history_.append(history)
@@ -370,6 +405,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         self.history_ = []
         self.task_fit_time_ = []
         self.snapshots_ = []
+        self.class_means_ = []
         self.n_tasks_seen_ = 0
         self.n_train_seen_ = 0
 
@@ -390,7 +426,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             with torch.no_grad():
                 backbone.eval()
                 backbone.out_features = int(backbone(torch.zeros(2, *input_shape)).shape[-1])
-        return ContinualNetwork(backbone, InputNorm(self.input_norm, n_channels))
+        head = SplitCosineLinear(backbone.out_features) if self.classifier == "cosine" else None
+        return ContinualNetwork(backbone, InputNorm(self.input_norm, n_channels), head)
 
     def _add_classes(self, new_classes: list) -> None:
         if not new_classes:
@@ -430,7 +467,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         if not has_validation and self.validation_fraction > 0 and self.patience is not None:
             warnings.warn(
                 "the task is too small for a validation split (each class needs 2 samples); "
-                f"training {self.max_epochs} epochs without early stopping",
+                f"training {self._epochs()} epochs without early stopping",
                 stacklevel=3,
             )
         train = TensorDataset(self._tensor(train[0]), self._tensor(train[1], torch.long))
@@ -440,6 +477,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             else None
         )
         optimizer = _OPTIMIZERS.get(self.optimizer, self.optimizer)
+        max_epochs = self._epochs()
         net = TaskNet(
             self.module_,
             learner=self,
@@ -448,13 +486,14 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             lr=self.lr,
             optimizer__weight_decay=self.weight_decay,
             batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
+            max_epochs=max_epochs,
             train_split=(lambda ds, y=None: (ds, valid)) if has_validation else None,
             callbacks=task_callbacks(
                 self,
                 has_validation=has_validation,
                 n_batches=-(-len(train) // self.batch_size),
                 description=description,
+                max_epochs=max_epochs,
             ),
             device=self.device,
             verbose=0,
@@ -473,9 +512,38 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         """The ``(X, y, groups)`` this task trains and validates on (default: the task's)."""
         return train, valid
 
-    def _criterion(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The classification loss over all seen classes (cross-entropy)."""
-        return F.cross_entropy(logits, y)
+    def _criterion(self, logits: torch.Tensor, y: torch.Tensor, reduction="mean") -> torch.Tensor:
+        """The classifier's loss over all seen classes: cross-entropy, or binary
+        cross-entropy on one-hot targets for ``classifier='bce'`` (averaged over
+        classes; with ``reduction='none'``, one value per sample)."""
+        if self.classifier == "bce":
+            target = F.one_hot(y, logits.shape[1]).to(logits.dtype)
+            loss = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean(1)
+            return loss.mean() if reduction == "mean" else loss
+        return F.cross_entropy(logits, y, reduction=reduction)
+
+    def _epochs(self) -> int:
+        """Epochs per task (``max_epochs``; online methods train one)."""
+        return self.max_epochs
+
+    def _memory_samples(self):
+        """``(X, y)`` tensors of the samples a method keeps (for NCM); none by default."""
+        raise NotImplementedError
+
+    def _keeps_memory(self) -> bool:
+        return type(self)._memory_samples is not ContinualClassifier._memory_samples
+
+    def _class_means(self) -> torch.Tensor:
+        """Mean embedding of each class's memory samples, shape (n_classes_, D);
+        ``NaN`` rows for classes without a sample in memory."""
+        X, y = self._memory_samples()
+        means = torch.full((len(self.classes_), self.module_.backbone.out_features), torch.nan)
+        if len(y):
+            features = self._eval_forward(X, self.module_.features).cpu()
+            y = y.cpu()
+            for c in torch.unique(y):
+                means[c] = features[y == c].mean(0)
+        return means
 
     def _training_loss(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The loss of one training batch."""
@@ -585,7 +653,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         X = self._check_X_predict(X)
         module = self._module_after(after_task)
         module.eval()
-        logits = self._apply(module, X)
+        if self.classifier == "ncm":
+            logits = self._ncm_scores(module, X, after_task)
+        else:
+            logits = self._apply(module, X)
         scores = np.full((len(X), len(self.classes_)), -np.inf, dtype=np.float32)
         scores[:, : logits.shape[1]] = logits
         if task is not None:
@@ -597,13 +668,25 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             scores[:, mask] = -np.inf
         return scores
 
+    def _ncm_scores(self, module, X, after_task) -> np.ndarray:
+        """``-||h/|h| - mu_c/|mu_c|||`` for each class mean ``mu_c`` (``-inf`` without one)."""
+        task = self.n_tasks_seen_ - 1 if after_task is None else after_task % self.n_tasks_seen_
+        means = F.normalize(self.class_means_[task], dim=1)
+        features = F.normalize(torch.from_numpy(self._apply(module.features, X)), dim=1)
+        scores = -torch.cdist(features, means.to(features.dtype))
+        return torch.nan_to_num(scores, nan=-np.inf).numpy()
+
     def predict_proba(self, X, task=None, after_task=None) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes_), columns as ``classes_``.
 
-        ``task`` and ``after_task`` are as in :meth:`decision_function`; classes
-        they exclude get probability 0.
+        The softmax of the scores; for ``classifier='bce'`` the sigmoids normalised
+        to sum 1. ``task`` and ``after_task`` are as in :meth:`decision_function`;
+        classes they exclude get probability 0.
         """
         scores = torch.from_numpy(self.decision_function(X, task=task, after_task=after_task))
+        if self.classifier == "bce":
+            p = torch.sigmoid(scores)
+            return (p / p.sum(1, keepdim=True)).numpy()
         return torch.softmax(scores, dim=1).numpy()
 
     def predict(self, X, task=None, after_task=None) -> np.ndarray:

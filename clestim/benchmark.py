@@ -365,7 +365,7 @@ def _dask_client(scheduler: str):
         client._clestim_cluster = cluster
         return client
     try:
-        return Client(scheduler, timeout="10s")
+        return Client(scheduler, timeout="5s")
     except (OSError, TimeoutError) as exc:
         raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
 

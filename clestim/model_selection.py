@@ -33,7 +33,7 @@ from sklearn.model_selection import ParameterGrid, train_test_split
 from sklearn.utils import _safe_indexing
 
 from .metrics import METRICS, compute_metrics, snapshot_accuracy_matrix
-from .streams import ClassIncremental, validation_experiment_split
+from .streams import default_stream, validation_experiment_split
 
 __all__ = ["ContinualGridSearch"]
 
@@ -146,7 +146,7 @@ class ContinualGridSearch(BaseEstimator):
         if self.stream is not None:
             return self.stream
         own = self.estimator.get_params(deep=True)[stream_param]
-        return own if own is not None else ClassIncremental(classes_per_task=2, shuffle=False)
+        return own if own is not None else default_stream()
 
     def fit(self, X, y, groups=None):
         """Tune on the validation stream, then refit the best on the experiment stream.

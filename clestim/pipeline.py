@@ -140,12 +140,10 @@ class ContinualPipeline(_BaseComposition):
         return _to_numpy3d(X) if self.to_numpy3d else X
 
     def _stream(self):
-        stream = getattr(self._final, "stream", None)
-        if stream is None:
-            from .streams import ClassIncremental
+        from .streams import default_stream
 
-            stream = ClassIncremental(classes_per_task=2, shuffle=False)
-        return stream
+        stream = getattr(self._final, "stream", None)
+        return default_stream() if stream is None else stream
 
     # ------------------------------------------------------------ learning
     def fit(self, X, y, groups=None):

@@ -428,6 +428,12 @@ class ClassIncremental(BaseStream):
         return _indices_of(y, class_groups)
 
 
+def default_stream() -> ClassIncremental:
+    """The stream an estimator's ``fit`` runs when none is given: two classes per
+    task, in order of first appearance."""
+    return ClassIncremental(classes_per_task=2, shuffle=False)
+
+
 # --------------------------------------------------------------------------- blurry
 class Blurry(ClassIncremental):
     """Class-incremental stream whose task boundaries are blurred.

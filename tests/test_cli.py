@@ -1,0 +1,125 @@
+"""The clestim command: bench, resume after a kill, report, bad input, Dask."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from clestim.benchmark import BenchmarkConfig, load_results, run_benchmark, write_json_atomic
+from clestim.cli import main
+from clestim.report import write_report
+
+QUICK = ["--datasets", "basic_motions", "--max-epochs", "2", "--no-progress"]
+
+
+def test_bench_prints_matrices_and_metrics(tmp_path, capsys):
+    code = main(["bench", *QUICK, "--methods", "Naive,ER", "--memory-size", "8",
+                 "--results", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "ER on basic_motions (memory_size=8)" in out and "accuracy matrix" in out
+    assert "Naive on basic_motions (default)" in out  # Naive has no memory setting
+    records = load_results(tmp_path)
+    assert sorted(r["method"] for r in records) == ["ER", "Naive"]
+    A = np.asarray(records[0]["accuracy_matrix"])
+    assert A.shape == (2, 2) and records[0]["metrics"]["average_accuracy"] == pytest.approx(
+        A[-1].mean()
+    )
+
+
+def test_killed_bench_resumes_without_redoing_finished_cells(tmp_path):
+    cmd = [sys.executable, "-m", "clestim", "bench", "--datasets", "basic_motions",
+           "--methods", "Naive,LwF,ER", "--runs", "2", "--max-epochs", "4",
+           "--no-progress", "--results", str(tmp_path)]
+    cells = tmp_path / "cells"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not (cells.is_dir() and any(cells.glob("*.json"))):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in cells.glob("*.json")}
+    assert 1 <= len(finished) < 6, "the kill must land mid-grid"
+    for blob in finished.values():
+        json.loads(blob[1])  # every finished cell is complete JSON
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{len(finished)} already in" in rerun.stderr
+    after = {p.name: p for p in cells.glob("*.json")}
+    assert len(after) == 6
+    for name, (mtime, blob) in finished.items():
+        assert after[name].stat().st_mtime_ns == mtime and after[name].read_bytes() == blob
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--datasets", "nope", "--methods", "Naive"], "unknown dataset 'nope'"),
+        (["--datasets", "basic_motions", "--methods", "Nope"], "unknown method 'Nope'"),
+        (["--datasets", "basic_motions", "--methods", "Naive", "--set", "Naive.alpha=1"],
+         "Naive has no parameter 'alpha'"),
+    ],
+)
+def test_bench_bad_names(tmp_path, capsys, args, message):
+    assert main(["bench", *args, "--results", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "valid" in err or "has no parameter" in err
+    assert not (tmp_path / "r").exists()  # nothing half-written
+
+
+def test_bad_config_key_and_incompatible_results(tmp_path, capsys):
+    config = tmp_path / "grid.toml"
+    config.write_text('datasets = ["basic_motions"]\nmethods = ["Naive"]\nepochs = 3\n')
+    assert main(["bench", "--config", str(config), "--results", str(tmp_path / "r")]) == 2
+    assert "unknown config key(s) ['epochs']" in capsys.readouterr().err
+    old = tmp_path / "old"
+    old.mkdir()
+    write_json_atomic(old / "manifest.json", {"format": 0, "clestim": "0.0.1"})
+    assert main(["bench", *QUICK, "--methods", "Naive", "--results", str(old)]) == 2
+    assert "format 0" in capsys.readouterr().err
+    assert sorted(p.name for p in old.iterdir()) == ["manifest.json"]
+
+
+def test_unreachable_scheduler(tmp_path, capsys):
+    code = main(["bench", *QUICK, "--methods", "Naive", "--results", str(tmp_path),
+                 "--scheduler", "tcp://127.0.0.1:9"])
+    assert code == 2
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+    assert list((tmp_path / "cells").iterdir()) == []
+
+
+def test_report_tables_and_plots(tmp_path):
+    (tmp_path / "cells").mkdir()
+    write_json_atomic(tmp_path / "manifest.json", {"format": 1, "clestim": "test"})
+    for run, final in enumerate(([0.9, 0.8, 0.7], [0.8, 0.9, 1.0])):
+        A = [[1.0, 0.0, 0.0], [0.95, 0.9, 0.0], final]
+        record = {"key": f"k{run}", "dataset": "uci_har", "method": "ER", "run": run,
+                  "settings": {}, "setting": "default", "accuracy_matrix": A,
+                  "task_classes": [[0, 1], [2, 3], [4, 5]],
+                  "metrics": {"average_accuracy": float(np.mean(final)),
+                              "average_forgetting": float(np.mean([1.0 - final[0],
+                                                                   0.9 - final[1]])),
+                              "learning_accuracy": float(np.mean([1.0, 0.9, final[2]]))}}
+        write_json_atomic(tmp_path / "cells" / f"k{run}.json", record)
+    written = write_report(tmp_path, tmp_path / "report")
+    table = (tmp_path / "report" / "table.md").read_text()
+    # A_T: runs 80% and 90% -> mean 85.0, CI = t(0.975, 1) * 5 / 1 = 63.5; paper ER (LN) 88.9
+    assert "| A_T | 85.0 ± 63.5 (paper 88.9 ± 2.7, Δ -3.9) |" in table
+    assert {p.suffix for p in written} == {".md", ".csv", ".png"}
+    assert (tmp_path / "report" / "average_accuracy_uci_har_default.png").stat().st_size > 1000
+
+
+def test_dask_local_cluster(tmp_path):
+    pytest.importorskip("distributed")
+    config = BenchmarkConfig.from_dict(
+        {"datasets": ["basic_motions"], "methods": ["Naive", "ER"], "max_epochs": 1}
+    )
+    records = run_benchmark(config, tmp_path, scheduler="local", progress=False,
+                            log=lambda message: None)
+    assert sorted(r["method"] for r in records) == ["ER", "Naive"]
