@@ -9,6 +9,10 @@ method-specific through three hooks that the net calls:
 * ``learner._training_loss(X, y)``: the loss of one training batch;
 * ``learner._criterion(logits, y)``: the validation loss (early stopping);
 * ``learner._after_batch(X, y, epoch)``: after each optimizer step (memory updates).
+
+Before each training step the net sets ``learner._epoch`` (from 0 within the task)
+and ``learner._batch_index`` (the positions of the batch's samples in the task's
+training data), for methods that keep per-sample state (CLOPS) or need the epoch.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class TensorBatches:
     def __init__(self, dataset: TensorDataset, batch_size: int, shuffle: bool, generator=None):
         self.dataset, self.batch_size = dataset, batch_size
         self.shuffle, self.generator = shuffle, generator
+        self.index = None  # positions of the batch last yielded
 
     def __len__(self) -> int:
         return -(-len(self.dataset) // self.batch_size)
@@ -52,10 +57,11 @@ class TensorBatches:
         if self.shuffle:
             order = torch.randperm(n, generator=self.generator).to(y.device)
             for start in range(0, n, self.batch_size):
-                idx = order[start : start + self.batch_size]
-                yield X[idx], y[idx]
+                self.index = order[start : start + self.batch_size]
+                yield X[self.index], y[self.index]
         else:
             for start in range(0, n, self.batch_size):
+                self.index = torch.arange(start, min(start + self.batch_size, n), device=y.device)
                 yield X[start : start + self.batch_size], y[start : start + self.batch_size]
 
 
@@ -69,7 +75,10 @@ class TaskNet(NeuralNet):
 
     def get_iterator(self, dataset, training=False):
         size = self.batch_size if training else max(self.batch_size, _EVAL_BATCH)
-        return TensorBatches(dataset, size, shuffle=training, generator=self.generator)
+        batches = TensorBatches(dataset, size, shuffle=training, generator=self.generator)
+        if training:
+            self.train_batches_ = batches
+        return batches
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
         return self.learner._criterion(y_pred, y_true)
@@ -77,6 +86,8 @@ class TaskNet(NeuralNet):
     def train_step_single(self, batch, **fit_params):
         self._set_training(True)
         X, y = batch
+        self.learner._epoch = len(self.history) - 1
+        self.learner._batch_index = self.train_batches_.index
         loss = self.learner._training_loss(X, y)
         loss.backward()
         return {"loss": loss, "y_pred": None}
@@ -134,7 +145,9 @@ def lr_scheduler(schedule: str | None, lr: float, max_epochs: int, n_batches: in
     raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {schedule!r}")
 
 
-def task_callbacks(learner, *, has_validation: bool, n_batches: int, description: str):
+def task_callbacks(
+    learner, *, has_validation: bool, n_batches: int, description: str, max_epochs: int
+):
     """The callbacks of one task: early stopping, LR schedule, clipping, progress."""
     callbacks = []
     if has_validation and learner.patience is not None:
@@ -147,11 +160,11 @@ def task_callbacks(learner, *, has_validation: bool, n_batches: int, description
                 sink=_silent,
             )
         )
-    scheduler = lr_scheduler(learner.lr_schedule, learner.lr, learner.max_epochs, n_batches)
+    scheduler = lr_scheduler(learner.lr_schedule, learner.lr, max_epochs, n_batches)
     if scheduler is not None:
         callbacks.append(scheduler)
     if learner.grad_clip:
         callbacks.append(GradientNormClipping(gradient_clip_value=learner.grad_clip))
     if learner.verbose:
-        callbacks.append(TaskProgress(description, learner.max_epochs))
+        callbacks.append(TaskProgress(description, max_epochs))
     return callbacks

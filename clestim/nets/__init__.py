@@ -1,7 +1,7 @@
 """Torch modules only: backbones, heads, normalisation layers and the composed network."""
 
 from .backbones import BACKBONES, CNN1D, MLP, TransformerEncoder
-from .heads import GrowingLinear
+from .heads import GrowingLinear, SplitCosineLinear
 from .network import ContinualNetwork
 from .norms import InputNorm
 
@@ -12,5 +12,6 @@ __all__ = [
     "ContinualNetwork",
     "GrowingLinear",
     "InputNorm",
+    "SplitCosineLinear",
     "TransformerEncoder",
 ]

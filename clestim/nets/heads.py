@@ -62,3 +62,61 @@ class GrowingLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, n_classes={self.n_classes}"
+
+
+class SplitCosineLinear(nn.Module):
+    """The split cosine classifier of LUCIR (Hou et al., CVPR 2019).
+
+    ::
+
+        z_c = sigma * <h / ||h||, w_c / ||w_c||>
+
+    with one learnable scale ``sigma`` (initialised to 1) shared by all classes.
+    LUCIR splits the weights into the old classes' rows and the new ones; the
+    output is the same as one matrix, so the rows are kept in one parameter and the
+    head grows like :class:`GrowingLinear`: old rows and ``sigma`` are kept, new rows
+    are drawn from ``U(-1/sqrt(D), 1/sqrt(D))`` (TSCIL's ``SplitCosineLinear``).
+    TSCIL's code gives the old rows learning rate 0, but its schedulers overwrite
+    that, so all rows train there as here.
+
+    Parameters
+    ----------
+    in_features : int
+    n_classes : int, default=0
+    """
+
+    def __init__(self, in_features: int, n_classes: int = 0):
+        super().__init__()
+        self.in_features = in_features
+        self.weight = nn.Parameter(torch.empty(0, in_features))
+        self.sigma = nn.Parameter(torch.ones(1))
+        if n_classes:
+            self.grow(n_classes)
+
+    @property
+    def n_classes(self) -> int:
+        return self.weight.shape[0]
+
+    @torch.no_grad()
+    def grow(self, n_new: int) -> None:
+        """Append ``n_new`` rows; the old rows and ``sigma`` are kept."""
+        if n_new <= 0:
+            return
+        bound = 1.0 / self.in_features**0.5
+        fresh = self.weight.new_empty(n_new, self.in_features).uniform_(-bound, bound)
+        self.weight = nn.Parameter(torch.cat([self.weight.detach(), fresh]))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        n = state_dict[prefix + "weight"].shape[0]
+        if n != self.n_classes:
+            self.weight = nn.Parameter(self.weight.new_empty(n, self.in_features))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        cos = nn.functional.linear(
+            nn.functional.normalize(h, dim=1), nn.functional.normalize(self.weight, dim=1)
+        )
+        return self.sigma * cos
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, n_classes={self.n_classes}"
