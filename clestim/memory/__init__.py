@@ -1,5 +1,32 @@
 """Replay memory: storage plus update and retrieval policies."""
 
 from .buffer import MemoryBuffer, RandomRetrieval, Reservoir, memory_capacity
+from .policies import (
+    ASERRetrieval,
+    HerdingSelection,
+    ImportanceSelection,
+    SubjectBalancedRetrieval,
+    SubjectSubset,
+    UncertaintyRetrieval,
+    bald,
+    check_class_quota,
+    herding_order,
+    knn_shapley,
+)
 
-__all__ = ["MemoryBuffer", "RandomRetrieval", "Reservoir", "memory_capacity"]
+__all__ = [
+    "ASERRetrieval",
+    "HerdingSelection",
+    "ImportanceSelection",
+    "MemoryBuffer",
+    "RandomRetrieval",
+    "Reservoir",
+    "SubjectBalancedRetrieval",
+    "SubjectSubset",
+    "UncertaintyRetrieval",
+    "bald",
+    "check_class_quota",
+    "herding_order",
+    "knn_shapley",
+    "memory_capacity",
+]
