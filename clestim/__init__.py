@@ -1,18 +1,35 @@
 """clestim: scikit-learn-compatible continual-learning estimators."""
 
 from .base import ContinualClassifier
-from .methods import DER, DT2W, ER, EWC, GR, MAS, DERpp, LwF, Naive, Offline
+from .methods import (
+    ASER,
+    CLOPS,
+    DER,
+    DT2W,
+    ER,
+    EWC,
+    GR,
+    MAS,
+    DERpp,
+    Herding,
+    LwF,
+    Naive,
+    Offline,
+)
 
 __all__ = [
+    "ASER",
+    "CLOPS",
     "DER",
-    "DT2W",
     "ER",
-    "EWC",
-    "GR",
-    "MAS",
     "ContinualClassifier",
     "DERpp",
+    "DT2W",
+    "EWC",
+    "GR",
+    "Herding",
     "LwF",
+    "MAS",
     "Naive",
     "Offline",
 ]

@@ -1,7 +1,10 @@
 """One small module per continual-learning method or family."""
 
+from .aser import ASER
+from .clops import CLOPS
 from .dt2w import DT2W
 from .generative import GR
+from .herding import Herding
 from .lwf import LwF
 from .naive import Naive
 from .offline import Offline
@@ -9,6 +12,8 @@ from .regularization import EWC, MAS, QuadraticPenalty
 from .replay import DER, ER, DERpp
 
 __all__ = [
+    "ASER",
+    "CLOPS",
     "DER",
     "DT2W",
     "ER",
@@ -16,6 +21,7 @@ __all__ = [
     "GR",
     "MAS",
     "DERpp",
+    "Herding",
     "LwF",
     "Naive",
     "Offline",

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
 from ..base import ContinualClassifier
-from ..memory import MemoryBuffer, RandomRetrieval, Reservoir, memory_capacity
+from ..memory import (
+    MemoryBuffer,
+    RandomRetrieval,
+    Reservoir,
+    SubjectBalancedRetrieval,
+    SubjectSubset,
+    check_class_quota,
+    memory_capacity,
+)
+from ..memory.policies import ClassBalancedSelection
 
 MEMORY_UPDATES = ("after_task", "per_batch")
 
@@ -24,8 +34,19 @@ class ER(ContinualClassifier):
     Defaults follow TSCIL (Qiao et al. 2024): 32 new + 32 memory samples per step,
     patience 20, the buffer updated after each task with one pass over the task's
     training split. Other replay methods subclass ``ER`` and change its memory
-    policies (``_memory_policies``), what a slot stores (``_memory_fields``) or the
-    replay loss (``_replay_loss``).
+    policies (``_update_policy``, ``_retrieval_policy``), what a slot stores
+    (``_memory_fields``) or the replay loss (``_replay_loss``); the options below
+    (online mode, subject-aware memory) therefore work for every replay method.
+
+    **Online class-incremental mode** (``online=True``; Mai et al. 2022): each task
+    is one pass over its data (one epoch) and the memory is updated after every
+    batch. The task still holds out ``validation_fraction`` for the validation
+    loss; set it to 0 to stream every sample.
+
+    **Subject-aware replay** (TSCIL Sect. 5.3), with subject ids passed as
+    ``groups`` (stored as the ``'group'`` memory field): ``memory_subjects`` lets
+    only some subjects into memory ("ER (k Sub)"), ``retrieval='subject_balanced'``
+    replays as many samples of each subject as possible ("Balanced").
 
     Parameters
     ----------
@@ -38,6 +59,15 @@ class ER(ContinualClassifier):
         optimizer step, during the first epoch of the task (each sample once), as
         online continual learning does.
     replay_batch_size : int, default=32
+    online : bool, default=False
+        One epoch per task and per-batch memory updates (overrides ``max_epochs``
+        and ``memory_update``).
+    memory_subjects : None, int or list, default=None
+        Subjects whose samples may enter memory: all (None), that many drawn at
+        random from the first task's subjects (TSCIL: 4 of DSA's 8), or these ids.
+        Needs ``groups``.
+    retrieval : {'random', 'subject_balanced'}, default='random'
+        How a memory batch is drawn; ``'subject_balanced'`` needs ``groups``.
     batch_size : int, default=32
         New samples per step.
     patience : int, default=20
@@ -47,7 +77,12 @@ class ER(ContinualClassifier):
     Attributes
     ----------
     memory_ : MemoryBuffer
+    memory_subjects_ : ndarray
+        The subject ids allowed into memory (when ``memory_subjects`` is set).
     """
+
+    #: Accepted values of ``retrieval``; subclasses add theirs.
+    RETRIEVALS = ("random", "subject_balanced")
 
     def __init__(
         self,
@@ -55,6 +90,9 @@ class ER(ContinualClassifier):
         memory_size=0.05,
         memory_update="after_task",
         replay_batch_size=32,
+        online=False,
+        memory_subjects=None,
+        retrieval="random",
         batch_size=32,
         patience=20,
         **params,
@@ -63,6 +101,9 @@ class ER(ContinualClassifier):
         self.memory_size = memory_size
         self.memory_update = memory_update
         self.replay_batch_size = replay_batch_size
+        self.online = online
+        self.memory_subjects = memory_subjects
+        self.retrieval = retrieval
 
     def _check_params(self):
         super()._check_params()
@@ -75,15 +116,66 @@ class ER(ContinualClassifier):
             raise ValueError(
                 f"replay_batch_size must be a positive integer, got {self.replay_batch_size!r}"
             )
+        if self.retrieval not in self.RETRIEVALS:
+            raise ValueError(f"retrieval must be one of {self.RETRIEVALS}, got {self.retrieval!r}")
+        subjects = self.memory_subjects
+        if subjects is not None and isinstance(subjects, numbers.Integral):
+            if isinstance(subjects, bool) or subjects < 1:
+                raise ValueError(f"memory_subjects as a count must be >= 1, got {subjects!r}")
+        elif subjects is not None and (isinstance(subjects, str) or len(subjects) == 0):
+            raise ValueError(
+                f"memory_subjects must be None, a count or a non-empty list of subject ids, "
+                f"got {subjects!r}"
+            )
+
+    def partial_fit_task(self, X, y, groups=None):
+        self._check_params()
+        if groups is None and self._uses_groups():
+            raise ValueError(
+                f"{type(self).__name__}(memory_subjects={self.memory_subjects!r}, "
+                f"retrieval={self.retrieval!r}) needs subject ids: pass groups= to "
+                "partial_fit_task / fit"
+            )
+        if isinstance(self._update_policy(), ClassBalancedSelection):
+            n_seen = getattr(self, "n_train_seen_", 0) + len(y)
+            known = set(getattr(self, "_class_index_state", {}))
+            n_classes = len(known | set(np.unique(np.asarray(y)).tolist()))
+            check_class_quota(memory_capacity(self.memory_size, n_seen), n_classes)
+        return super().partial_fit_task(X, y, groups)
+
+    def _uses_groups(self) -> bool:
+        return self.memory_subjects is not None or self.retrieval == "subject_balanced"
+
+    def _epochs(self):
+        return 1 if self.online else super()._epochs()
 
     # -- what subclasses change -------------------------------------------------
-    def _memory_policies(self):
-        """The (update, retrieval) policies of the buffer."""
-        return Reservoir(), RandomRetrieval()
+    def _update_policy(self):
+        """The buffer's update policy (reservoir sampling)."""
+        return Reservoir()
 
-    def _memory_fields(self, X: torch.Tensor, y: torch.Tensor, groups) -> dict:
-        """What one memory slot stores for samples ``X`` (encoded labels ``y``)."""
-        return {"X": X, "y": y}
+    def _retrieval_policy(self):
+        """The buffer's retrieval policy for ``retrieval``."""
+        if self.retrieval == "subject_balanced":
+            return SubjectBalancedRetrieval()
+        return RandomRetrieval()
+
+    def _memory_policies(self):
+        """The (update, retrieval) policies of the buffer, rebuilt before each task."""
+        update = self._update_policy()
+        if self.memory_subjects is not None:
+            update = SubjectSubset(self._group_codes(self.memory_subjects_).tolist(), update)
+        return update, self._retrieval_policy()
+
+    def _memory_fields(self, X: torch.Tensor, y: torch.Tensor, groups, index=None) -> dict:
+        """What one memory slot stores for samples ``X`` (encoded labels ``y``).
+
+        ``index`` gives the samples' positions in the task's training data.
+        """
+        fields = {"X": X, "y": y}
+        if self._uses_groups():
+            fields["group"] = self._group_codes(groups).to(y.device)
+        return fields
 
     def _replay_loss(self, logits: torch.Tensor, memory: dict) -> torch.Tensor:
         """The loss on a retrieved memory batch, given its logits."""
@@ -92,31 +184,73 @@ class ER(ContinualClassifier):
     # -- lifecycle hooks ----------------------------------------------------------
     def _before_task(self, X, y, groups):
         if not hasattr(self, "memory_"):
-            self.memory_ = MemoryBuffer(0, *self._memory_policies())
+            self._group_index_state = {}
+            if self.memory_subjects is not None:
+                self.memory_subjects_ = self._draw_subjects(groups)
+            self.memory_ = MemoryBuffer(0)
+        self.memory_.update_policy, self.memory_.retrieval_policy = self._memory_policies()
         self.memory_.capacity = memory_capacity(self.memory_size, self.n_train_seen_)
 
+    def _draw_subjects(self, groups) -> np.ndarray:
+        if not isinstance(self.memory_subjects, numbers.Integral):
+            return np.asarray(self.memory_subjects)
+        subjects = np.asarray(list(dict.fromkeys(groups.tolist())), dtype=groups.dtype)
+        if self.memory_subjects > len(subjects):
+            raise ValueError(
+                f"memory_subjects={self.memory_subjects} but the first task has only "
+                f"{len(subjects)} subjects"
+            )
+        seed = int(torch.randint(2**31 - 1, (1,), generator=self._generator))
+        pick = np.random.RandomState(seed).choice(len(subjects), self.memory_subjects, False)
+        return subjects[np.sort(pick)]
+
+    def _group_codes(self, groups) -> torch.Tensor:
+        """Subject ids as integer codes, in order of first appearance."""
+        codes = self._group_index_state
+        ids = np.asarray(groups).tolist()
+        return torch.as_tensor([codes.setdefault(g, len(codes)) for g in ids], dtype=torch.long)
+
+    def _task_data(self, train, valid):
+        self._train_groups = train[2]
+        return super()._task_data(train, valid)
+
     def _training_loss(self, X, y):
-        memory = self.memory_.sample(self.replay_batch_size, self._generator)
+        memory = self.memory_.sample(
+            self.replay_batch_size, self._generator, X=X, y=y, epoch=self._epoch
+        )
         if memory is None:
             return super()._training_loss(X, y)
         logits_memory, logits = self._forward(memory["X"], X)
         return self._criterion(logits, y) + self._replay_loss(logits_memory, memory)
 
+    def _per_batch(self) -> bool:
+        return self.online or self.memory_update == "per_batch"
+
     def _after_batch(self, X, y, epoch):
-        if self.memory_update == "per_batch" and epoch == 0:
-            self._remember(X, y, None)
+        if self._per_batch() and epoch == 0:
+            index = self._batch_index.cpu().numpy()
+            groups = None if self._train_groups is None else self._train_groups[index]
+            self._remember(X, y, groups, index)
 
     def _after_task(self, X, y, groups):
-        if self.memory_update == "after_task":
+        if not self._per_batch():
             order = torch.randperm(len(y), generator=self._generator).numpy()
             self._remember(
                 self._tensor(X[order]),
                 self._tensor(y[order], torch.long),
                 None if groups is None else groups[order],
+                order,
             )
 
-    def _remember(self, X: torch.Tensor, y: torch.Tensor, groups) -> None:
-        self.memory_.add(self._generator, **self._memory_fields(X, y, groups))
+    def _remember(self, X: torch.Tensor, y: torch.Tensor, groups, index) -> None:
+        self.memory_.add(self._generator, **self._memory_fields(X, y, groups, index))
+
+    def _memory_samples(self):
+        return self.memory_["X"], self.memory_["y"]
+
+    def _embed(self, X: torch.Tensor) -> torch.Tensor:
+        """The current network's embeddings in eval mode (for memory policies)."""
+        return self._eval_forward(X, self.module_.features)
 
 
 class DER(ER):
@@ -141,8 +275,8 @@ class DER(ER):
         super().__init__(**params)
         self.alpha = alpha
 
-    def _memory_fields(self, X, y, groups):
-        fields = super()._memory_fields(X, y, groups)
+    def _memory_fields(self, X, y, groups, index=None):
+        fields = super()._memory_fields(X, y, groups, index)
         fields["logits"] = self._eval_forward(X)
         if len(self.memory_):
             stored = _pad_to(self.memory_["logits"], self.module_.n_classes)
