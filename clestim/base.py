@@ -527,8 +527,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         return self.max_epochs
 
     def _memory_samples(self):
-        """``(X, y)`` tensors of the samples a method keeps (for NCM); none by default."""
-        raise NotImplementedError
+        """``(X, y)`` tensors of the samples a method keeps (for NCM); None: it keeps none."""
+        return None
 
     def _keeps_memory(self) -> bool:
         return type(self)._memory_samples is not ContinualClassifier._memory_samples
