@@ -1,6 +1,7 @@
 """clestim: scikit-learn-compatible continual-learning estimators."""
 
 from .base import ContinualClassifier
+from .evaluation import RunsResult, StreamResult, evaluate_runs, evaluate_stream
 from .methods import (
     ASER,
     CLOPS,
@@ -16,21 +17,51 @@ from .methods import (
     Naive,
     Offline,
 )
+from .metrics import make_stream_scorer
+from .model_selection import ContinualGridSearch
+from .pipeline import ContinualPipeline, make_continual_pipeline
+from .streams import (
+    BasicScenario,
+    Blurry,
+    ClassIncremental,
+    DomainIncremental,
+    StreamPart,
+    TaskPool,
+    validation_experiment_split,
+)
 
 __all__ = [
+    # estimators
     "ASER",
     "CLOPS",
     "DER",
-    "ER",
-    "ContinualClassifier",
     "DERpp",
     "DT2W",
+    "ER",
     "EWC",
     "GR",
+    "ContinualClassifier",
     "Herding",
     "LwF",
     "MAS",
     "Naive",
     "Offline",
+    # streams
+    "BasicScenario",
+    "Blurry",
+    "ClassIncremental",
+    "DomainIncremental",
+    "StreamPart",
+    "TaskPool",
+    "validation_experiment_split",
+    # evaluation, scoring, model selection, pipelines
+    "ContinualGridSearch",
+    "ContinualPipeline",
+    "RunsResult",
+    "StreamResult",
+    "evaluate_runs",
+    "evaluate_stream",
+    "make_continual_pipeline",
+    "make_stream_scorer",
 ]
 __version__ = "0.1.0"
