@@ -1,0 +1,127 @@
+"""Generative replay and its VAE on real UCI-HAR windows."""
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from clestim import GR, Naive
+from clestim.evaluation import evaluate_stream
+from clestim.nets.generators import TimeVAE
+from clestim.streams import ClassIncremental
+
+FAST = dict(max_epochs=4, random_state=0, backbone_params={"channels": (32, 64)})
+SMALL_VAE = functools.partial(TimeVAE, latent_dim=16, hidden=(16, 32))
+TINY = dict(
+    max_epochs=1,
+    random_state=0,
+    backbone_params={"channels": (8, 8)},
+    generator=SMALL_VAE,
+    generator_epochs=2,
+)
+
+
+def _two_tasks(data, n=15):
+    X, y = data["train"]
+    idx = np.concatenate([np.flatnonzero(y == c)[:n] for c in range(4)])
+    return X[idx], y[idx]
+
+
+@pytest.mark.parametrize("length", [128, 125, 7])
+def test_time_vae_shapes_and_loss(length):
+    vae = TimeVAE(3, length, latent_dim=8, hidden=(8, 16))
+    x = torch.randn(5, 3, length)
+    assert vae.reconstruct(x).shape == x.shape
+    assert vae.sample(4, torch.Generator().manual_seed(0)).shape == (4, 3, length)
+    vae.eval()
+    recon, mu, log_var = vae(x)
+    error = ((x - recon) ** 2).sum() + ((x.mean(-1) - recon.mean(-1)) ** 2).sum()
+    kl = -0.5 * (1 + log_var - mu**2 - log_var.exp()).sum()
+    assert vae.loss(x).item() == pytest.approx((error + kl).item(), rel=1e-5)
+    assert torch.equal(vae.sample(2, torch.Generator().manual_seed(1)),
+                       vae.sample(2, torch.Generator().manual_seed(1)))
+
+
+def test_gr_learns_and_forgets_less_than_naive(uci_har_small):
+    (X, y), (X_test, y_test) = uci_har_small["train"], uci_har_small["test"]
+    stream = ClassIncremental(classes_per_task=2, shuffle=False)
+    naive = evaluate_stream(Naive(**FAST), stream, X, y, X_test, y_test).metrics
+    vae = functools.partial(TimeVAE, latent_dim=32, hidden=(32, 64))
+    gr = GR(generator=vae, generator_epochs=20, generator_patience=5, **FAST)
+    result = evaluate_stream(gr, stream, X, y, X_test, y_test, return_estimator=True)
+    assert result.metrics["average_accuracy"] > 0.45  # chance: 1/6
+    assert result.metrics["average_forgetting"] < naive["average_forgetting"] - 0.2
+    _assert_no_raw_samples(result.estimator, X)
+
+
+def _assert_no_raw_samples(est, X):
+    """No fitted attribute holds arrays of input samples."""
+    for name, value in vars(est).items():
+        if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == X.ndim:
+            assert tuple(value.shape[1:]) != X.shape[1:], name
+    assert not hasattr(est, "_valid_X")
+
+
+class _GaussianGenerator(nn.Module):
+    """A minimal generator: one learnable mean series plus unit noise."""
+
+    def __init__(self, n_channels, n_timepoints):
+        super().__init__()
+        self.mean = nn.Parameter(torch.zeros(n_channels, n_timepoints))
+
+    def loss(self, x):
+        return ((x - self.mean) ** 2).mean()
+
+    @torch.no_grad()
+    def sample(self, n, generator=None):
+        return self.mean + torch.randn(n, *self.mean.shape, generator=generator)
+
+
+def test_swappable_generator_module_and_factory(uci_har_small):
+    X, y = _two_tasks(uci_har_small)
+    template = _GaussianGenerator(*X.shape[1:])
+    est = GR(**{**TINY, "generator": template}).fit(X, y)
+    assert isinstance(est.generator_, _GaussianGenerator) and est.generator_ is not template
+    assert torch.equal(template.mean, torch.zeros_like(template.mean))  # the template is copied
+    assert not torch.equal(est.generator_.mean, template.mean)  # the copy trained
+    est = GR(**TINY).fit(X, y)
+    assert isinstance(est.generator_, TimeVAE) and est.generator_.latent_dim == 16
+
+
+def test_replayed_labels_are_old_classes(uci_har_small):
+    X, y = _two_tasks(uci_har_small)
+    est = GR(**TINY).partial_fit_task(X[y < 2], y[y < 2])
+    est._before_task(X[y >= 2], est._encode(y[y < 2]), None)  # as the next task starts
+    est.module_.head.grow(2)
+    x_replay, y_replay = est._replay(64)
+    assert x_replay.shape == (64, *X.shape[1:])
+    assert set(y_replay.tolist()) <= {0, 1}
+
+
+def test_same_random_state_same_predictions(uci_har_small):
+    X, y = _two_tasks(uci_har_small)
+    preds = [GR(**TINY).fit(X, y).predict_proba(X) for _ in range(2)]
+    np.testing.assert_array_equal(preds[0], preds[1])
+
+
+def test_default_generator_needs_series(uci_har_small):
+    X, y = _two_tasks(uci_har_small)
+    with pytest.raises(ValueError, match="n_channels, n_timepoints"):
+        GR(backbone="mlp", max_epochs=1).partial_fit_task(X[:, 0][y < 2], y[y < 2])
+
+
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"replay_ratio": 1.0}, "replay_ratio"),
+        ({"generator": "vae"}, "generator"),
+        ({"generator_epochs": 0}, "generator_epochs"),
+        ({"generator_patience": 0}, "generator_patience"),
+    ],
+)
+def test_bad_parameters(params, match, uci_har_small):
+    X, y = _two_tasks(uci_har_small)
+    with pytest.raises(ValueError, match=match):
+        GR(**params).partial_fit_task(X, y)
