@@ -46,11 +46,14 @@ class Cell:
     method: str
     run: int
     settings: tuple = ()
+    #: everything else that changes the result: fixed parameters, grid, epochs, seed...
+    protocol: tuple = ()
 
     @property
     def key(self) -> str:
+        """A file name that changes whenever anything that shapes the result changes."""
         label = "_".join(f"{k}-{v}" for k, v in self.settings) or "default"
-        digest = hashlib.sha1(repr(self.settings).encode()).hexdigest()[:8]
+        digest = hashlib.sha1(repr((self.settings, self.protocol)).encode()).hexdigest()[:8]
         safe = "".join(ch if ch.isalnum() or ch in "-._" else "-" for ch in label)
         return f"{self.dataset}__{self.method}__{safe}__{digest}__run{self.run}"
 
@@ -144,7 +147,14 @@ class BenchmarkConfig:
         ):
             accepted = methods[method]._get_param_names()
             settings = tuple((n, v) for n, v in zip(names, combo) if n in accepted)
-            cell = Cell(_dataset_name(dataset), method, run, settings)
+            protocol = (
+                ("params", tuple(sorted(self.params.get(method, {}).items()))),
+                ("grid", tuple(sorted((k, tuple(v)) for k, v in
+                                      self.grid.get(method, {}).items())) if self.tune else ()),
+                ("max_epochs", self.max_epochs), ("seed", self.seed),
+                ("classes_per_task", self.classes_per_task),
+            )
+            cell = Cell(_dataset_name(dataset), method, run, settings, protocol)
             cells[cell.key] = cell
         return list(cells.values())
 
@@ -251,6 +261,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         "run": cell.run,
         "settings": dict(cell.settings),
         "setting": cell.setting_label,
+        "protocol": {k: _jsonable(v) for k, v in cell.protocol},
         "best_params": {k: _jsonable(v) for k, v in best_params.items()},
         "wall_s": time.perf_counter() - start,
         "torch_threads": torch.get_num_threads(),

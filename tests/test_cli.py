@@ -123,3 +123,13 @@ def test_dask_local_cluster(tmp_path):
     records = run_benchmark(config, tmp_path, scheduler="local", progress=False,
                             log=lambda message: None)
     assert sorted(r["method"] for r in records) == ["ER", "Naive"]
+
+
+def test_cell_key_changes_with_anything_that_shapes_the_result():
+    base = {"datasets": ["basic_motions"], "methods": ["LwF"]}
+    keys = {
+        BenchmarkConfig.from_dict({**base, **extra}).cells()[0].key
+        for extra in ({}, {"params": {"LwF": {"lambda_kd": 10.0}}}, {"max_epochs": 5},
+                      {"seed": 1}, {"settings": {"norm": ["batch"]}})
+    }
+    assert len(keys) == 5  # a resumed grid never reuses a cell computed differently
