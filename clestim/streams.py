@@ -50,6 +50,7 @@ BasicScenario
 from __future__ import annotations
 
 import numbers
+from abc import ABCMeta, abstractmethod
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -216,7 +217,7 @@ def _indices_of(values: np.ndarray, groups: list[np.ndarray]) -> list[np.ndarray
 
 
 # --------------------------------------------------------------------------- base
-class BaseStream(BaseEstimator):
+class BaseStream(BaseEstimator, metaclass=ABCMeta):
     """Base class of clestim streams (scikit-learn splitter protocol).
 
     Subclasses implement :meth:`_make_tasks`, which returns the list of training
@@ -320,8 +321,9 @@ class BaseStream(BaseEstimator):
                 f"training data first, so that the test tasks follow the same definition."
             )
 
-    def _make_tasks(self, X, y, groups):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _make_tasks(self, X, y, groups):
+        """The training index arrays of the tasks (and the fitted attributes)."""
 
 
 # --------------------------------------------------------------------------- class-IL

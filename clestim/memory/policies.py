@@ -20,6 +20,7 @@ Subject ids are stored as integer codes in the ``'group'`` field.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import torch
 from torch.nn import functional as F
@@ -41,7 +42,7 @@ def check_class_quota(capacity: int, n_classes: int) -> int:
     return capacity // max(n_classes, 1)
 
 
-class ClassBalancedSelection:
+class ClassBalancedSelection(ABC):
     """Equal per-class quota, rebuilt after every update, exemplars kept in rank order.
 
     After an update every class holds ``m = capacity // n_classes`` exemplars (or
@@ -53,9 +54,9 @@ class ClassBalancedSelection:
     budget by up to ``n_classes - 1``; the floor never does.)
     """
 
-    def rank(self, fields: dict, generator=None) -> torch.Tensor:  # pragma: no cover
+    @abstractmethod
+    def rank(self, fields: dict, generator=None) -> torch.Tensor:
         """Order of importance of one class's samples (most important first)."""
-        raise NotImplementedError
 
     def update(self, buffer: MemoryBuffer, fields, generator=None) -> None:
         n_stored = len(buffer)

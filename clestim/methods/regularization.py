@@ -20,6 +20,7 @@ exists).
 from __future__ import annotations
 
 import numbers
+from abc import ABCMeta, abstractmethod
 
 import torch
 from torch.nn import functional as F
@@ -30,7 +31,7 @@ EWC_MODES = ("separate", "online")
 _IMPORTANCE_BATCH = 64
 
 
-class QuadraticPenalty(ContinualClassifier):
+class QuadraticPenalty(ContinualClassifier, metaclass=ABCMeta):
     """Base class of methods that anchor parameters with a weighted quadratic penalty.
 
     ``loss = CE + lambda_reg * sum_terms sum_k Omega_k (theta_k - theta*_k)^2``, where
@@ -62,13 +63,13 @@ class QuadraticPenalty(ContinualClassifier):
             raise ValueError(f"lambda_reg must be a non-negative number, got {self.lambda_reg!r}")
 
     # -- what subclasses define ---------------------------------------------------
+    @abstractmethod
     def _importance(self, X: torch.Tensor, y: torch.Tensor) -> dict:
         """The importance of every trainable parameter on one task's training data."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _merge(self, terms: list, anchors: dict, importance: dict) -> list:
         """The stored terms after a task with ``anchors`` and ``importance``."""
-        raise NotImplementedError
 
     # -- the shared mechanism ---------------------------------------------------------
     def penalty(self) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Torch modules only: backbones, heads, normalisation layers and the composed network."""
 
 from .backbones import BACKBONES, CNN1D, MLP, TransformerEncoder
+from .generators import TimeVAE
 from .heads import GrowingLinear, SplitCosineLinear
 from .network import ContinualNetwork
 from .norms import InputNorm
@@ -13,5 +14,6 @@ __all__ = [
     "GrowingLinear",
     "InputNorm",
     "SplitCosineLinear",
+    "TimeVAE",
     "TransformerEncoder",
 ]
