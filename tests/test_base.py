@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from helpers import task
 from sklearn.base import clone
 
 from clestim import ER, LwF, Naive
@@ -13,11 +14,6 @@ from clestim.nets import GrowingLinear
 
 FAST = dict(max_epochs=3, random_state=0)
 
-
-def _task(data, classes, part="train"):
-    X, y = data[part]
-    m = np.isin(y, classes)
-    return X[m], y[m]
 
 
 def test_growing_head_keeps_old_rows():
@@ -34,8 +30,8 @@ def test_growing_head_keeps_old_rows():
 
 def test_learns_above_chance_and_returns_original_labels(uci_har_small):
     names = np.array(["walk", "up", "down", "sit", "stand", "lie"], dtype=object)
-    X, y = _task(uci_har_small, [0, 3, 5])
-    Xt, yt = _task(uci_har_small, [0, 3, 5], "test")
+    X, y = task(uci_har_small, [0, 3, 5])
+    Xt, yt = task(uci_har_small, [0, 3, 5], "test")
     est = Naive(**FAST).partial_fit_task(X, names[y])
     assert list(est.classes_) == list(dict.fromkeys(names[y]))
     pred = est.predict(Xt)
@@ -52,9 +48,9 @@ def test_learns_above_chance_and_returns_original_labels(uci_har_small):
 
 def test_task_and_snapshot_prediction(uci_har_small):
     est = Naive(**FAST)
-    X1, y1 = _task(uci_har_small, [0, 1])
-    X2, y2 = _task(uci_har_small, [2, 3])
-    Xt, _ = _task(uci_har_small, [0, 1, 2, 3], "test")
+    X1, y1 = task(uci_har_small, [0, 1])
+    X2, y2 = task(uci_har_small, [2, 3])
+    Xt, _ = task(uci_har_small, [0, 1, 2, 3], "test")
     est.partial_fit_task(X1, y1)
     after_first = est.predict(Xt)
     proba_first = est.predict_proba(Xt)
@@ -73,23 +69,23 @@ def test_task_and_snapshot_prediction(uci_har_small):
 def test_snapshots_on_disk(uci_har_small, tmp_path):
     est = Naive(max_epochs=1, random_state=0, snapshot_dir=tmp_path)
     for classes in ([0, 1], [2, 3]):
-        est.partial_fit_task(*_task(uci_har_small, classes))
+        est.partial_fit_task(*task(uci_har_small, classes))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["task_000.pt", "task_001.pt"]
-    Xt, _ = _task(uci_har_small, [0, 1], "test")
+    Xt, _ = task(uci_har_small, [0, 1], "test")
     in_memory = Naive(max_epochs=1, random_state=0)
     for classes in ([0, 1], [2, 3]):
-        in_memory.partial_fit_task(*_task(uci_har_small, classes))
+        in_memory.partial_fit_task(*task(uci_har_small, classes))
     expected = in_memory.predict(Xt, after_task=0)
     np.testing.assert_array_equal(est.predict(Xt, after_task=0), expected)
 
 
 def test_same_random_state_same_predictions(uci_har_small):
-    Xt, _ = _task(uci_har_small, [0, 1, 2, 3], "test")
+    Xt, _ = task(uci_har_small, [0, 1, 2, 3], "test")
 
     def run(seed):
         est = ER(max_epochs=2, random_state=seed, memory_size=40)
         for classes in ([0, 1], [2, 3]):
-            est.partial_fit_task(*_task(uci_har_small, classes))
+            est.partial_fit_task(*task(uci_har_small, classes))
         return est.predict_proba(Xt)
 
     first = run(3)
@@ -102,23 +98,23 @@ def test_clone_pickle_and_params(uci_har_small):
     params = est.get_params()
     assert params["memory_size"] == 50 and params["lr"] == 2e-3 and params["batch_size"] == 32
     assert params["patience"] == 20 and Naive().get_params()["patience"] == 5
-    est.partial_fit_task(*_task(uci_har_small, [0, 1]))
+    est.partial_fit_task(*task(uci_har_small, [0, 1]))
     fresh = clone(est)
     assert not hasattr(fresh, "module_") and fresh.get_params() == est.get_params()
     restored = pickle.loads(pickle.dumps(est))
-    Xt, _ = _task(uci_har_small, [0, 1], "test")
+    Xt, _ = task(uci_har_small, [0, 1], "test")
     np.testing.assert_array_equal(restored.predict_proba(Xt), est.predict_proba(Xt))
-    restored.partial_fit_task(*_task(uci_har_small, [2, 3]))  # keeps learning after a reload
+    restored.partial_fit_task(*task(uci_har_small, [2, 3]))  # keeps learning after a reload
     assert list(restored.classes_) == [0, 1, 2, 3]
 
 
 def test_architecture_change_is_not_silently_reused(uci_har_small):
-    est = Naive(max_epochs=1, random_state=0).partial_fit_task(*_task(uci_har_small, [0, 1]))
+    est = Naive(max_epochs=1, random_state=0).partial_fit_task(*task(uci_har_small, [0, 1]))
     est.set_params(norm="batch")
     with pytest.raises(ValueError, match="norm changed"):
-        est.partial_fit_task(*_task(uci_har_small, [2, 3]))
+        est.partial_fit_task(*task(uci_har_small, [2, 3]))
     est.set_params(lr=5e-4)  # training hyperparameters may change between tasks
-    X, y = _task(uci_har_small, [0, 1, 2, 3])
+    X, y = task(uci_har_small, [0, 1, 2, 3])
     est.fit(X, y)  # fit starts over with the new architecture
     assert est.n_tasks_seen_ == 2
     assert any(isinstance(m, torch.nn.BatchNorm1d) for m in est.module_.modules())
@@ -133,7 +129,7 @@ def test_fit_runs_the_default_stream(uci_har_small):
 
 
 def test_validation_split_and_early_stopping(uci_har_small):
-    X, y = _task(uci_har_small, [0, 1])
+    X, y = task(uci_har_small, [0, 1])
     est = Naive(max_epochs=40, patience=2, lr=3e-3, random_state=0).partial_fit_task(X, y)
     history = est.history_[0]
     losses = [row["valid_loss"] for row in history]
@@ -147,7 +143,7 @@ def test_validation_split_and_early_stopping(uci_har_small):
 
 @pytest.mark.parametrize("schedule", ["step10", "onecycle"])
 def test_lr_schedules(uci_har_small, schedule):
-    X, y = _task(uci_har_small, [0, 1])
+    X, y = task(uci_har_small, [0, 1])
     est = Naive(max_epochs=12, patience=None, lr_schedule=schedule, random_state=0)
     est.partial_fit_task(X, y)
     assert len(est.history_[0]) == 12
@@ -163,17 +159,17 @@ def test_tiny_task_trains_without_validation():
 
 @pytest.mark.parametrize("backbone", ["transformer", "mlp"])
 def test_other_backbones(backbone, uci_har_small):
-    X, y = _task(uci_har_small, [0, 1])
+    X, y = task(uci_har_small, [0, 1])
     params = {"d_model": 32, "n_layers": 1} if backbone == "transformer" else {}
     est = LwF(backbone=backbone, backbone_params=params, max_epochs=1, random_state=0)
-    est.partial_fit_task(X, y).partial_fit_task(*_task(uci_har_small, [2, 3]))
+    est.partial_fit_task(X, y).partial_fit_task(*task(uci_har_small, [2, 3]))
     assert est.predict(X[:5]).shape == (5,)
 
 
 def test_user_module_backbone(uci_har_small):
     module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(9 * 128, 16), torch.nn.ReLU())
     est = Naive(backbone=module, max_epochs=2, random_state=0)
-    est.partial_fit_task(*_task(uci_har_small, [0, 1]))
+    est.partial_fit_task(*task(uci_har_small, [0, 1]))
     assert est.transform(uci_har_small["test"][0][:4]).shape == (4, 16)
     assert est.module_.backbone is not module  # the user's module is never trained in place
 
@@ -181,7 +177,7 @@ def test_user_module_backbone(uci_har_small):
 class TestBadInput:
     @pytest.fixture(scope="class")
     def fitted(self, uci_har_small):
-        return Naive(max_epochs=1, random_state=0).partial_fit_task(*_task(uci_har_small, [0, 1]))
+        return Naive(max_epochs=1, random_state=0).partial_fit_task(*task(uci_har_small, [0, 1]))
 
     @pytest.mark.parametrize(
         "make, error, match",
@@ -202,7 +198,7 @@ class TestBadInput:
         ],
     )
     def test_rejected_and_state_unchanged(self, fitted, uci_har_small, make, error, match):
-        X, y = _task(uci_har_small, [2, 3])
+        X, y = task(uci_har_small, [2, 3])
         Xt = uci_har_small["test"][0][:20]
         before = fitted.predict_proba(Xt)
         state = {k: v.clone() for k, v in fitted.module_.state_dict().items()}
@@ -213,7 +209,7 @@ class TestBadInput:
         np.testing.assert_array_equal(fitted.predict_proba(Xt), before)
 
     def test_bad_parameters(self, uci_har_small):
-        X, y = _task(uci_har_small, [0, 1])
+        X, y = task(uci_har_small, [0, 1])
         for params, match in [
             ({"batch_size": 0}, "batch_size"),
             ({"lr_schedule": "cosine"}, "lr_schedule"),
@@ -239,6 +235,6 @@ def test_verbose_progress_bar(uci_har_small, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Naive(max_epochs=1, verbose=1, random_state=0).partial_fit_task(
-            *_task(uci_har_small, [0, 1])
+            *task(uci_har_small, [0, 1])
         )
     assert "Naive task 1" in capsys.readouterr().err

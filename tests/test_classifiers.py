@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from helpers import task
 from torch.nn import functional as F
 
 from clestim import ER, Herding, LwF, Naive
@@ -13,11 +14,6 @@ from clestim.streams import ClassIncremental
 SMALL = dict(max_epochs=3, random_state=0, backbone_params={"channels": (16, 32)})
 TINY = dict(max_epochs=1, random_state=0, backbone_params={"channels": (8, 8)})
 
-
-def _two_tasks(data, n=30):
-    X, y = data["train"]
-    idx = np.concatenate([np.flatnonzero(y == c)[:n] for c in range(4)])
-    return X[idx], y[idx]
 
 
 def test_split_cosine_head():
@@ -40,7 +36,7 @@ def test_split_cosine_head():
 
 
 def test_bce_criterion_and_probabilities(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     est = ER(classifier="bce", memory_size=10, **TINY).fit(X, y)
     logits, labels = torch.randn(4, 3), torch.tensor([0, 2, 1, 2])
     expected = F.binary_cross_entropy_with_logits(logits, F.one_hot(labels, 3).float())
@@ -55,7 +51,7 @@ def test_bce_criterion_and_probabilities(uci_har_small):
 
 
 def test_ncm_uses_memory_class_means_per_snapshot(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     est = ER(classifier="ncm", memory_size=20, **TINY).fit(X, y)
     assert len(est.class_means_) == 2 and est.class_means_[0].shape[0] == 2
     # by hand: nearest normalised class mean over the memory's embeddings
@@ -72,13 +68,13 @@ def test_ncm_uses_memory_class_means_per_snapshot(uci_har_small):
 
 @pytest.mark.parametrize("est", [Naive(classifier="ncm"), LwF(classifier="ncm")])
 def test_ncm_needs_memory(est, uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     with pytest.raises(ValueError, match="keeps no memory"):
         est.partial_fit_task(X, y)
 
 
 def test_classifier_validated_and_fixed_after_fit(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     with pytest.raises(ValueError, match="classifier must be one of"):
         ER(classifier="svm").partial_fit_task(X, y)
     est = ER(memory_size=10, **TINY).partial_fit_task(X[:60], y[:60])

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from helpers import task
 
 from clestim import DER, ER, DERpp, LwF, Naive, Offline
 from clestim.losses import distillation_loss
@@ -10,16 +11,11 @@ from clestim.losses import distillation_loss
 TASKS = ([0, 3], [1, 5])  # walking/sitting, then upstairs/laying
 
 
-def _task(data, classes, part="train"):
-    X, y = data[part]
-    m = np.isin(y, classes)
-    return X[m], y[m]
-
 
 def _first_task_accuracy(est, data):
     for classes in TASKS:
-        est.partial_fit_task(*_task(data, classes))
-    return est.score(*_task(data, TASKS[0], "test"))
+        est.partial_fit_task(*task(data, classes))
+    return est.score(*task(data, TASKS[0], "test"))
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +49,10 @@ def test_methods_forget_less_than_naive(method, uci_har_small, naive_first_task_
 
 def test_lwf_distils_from_a_frozen_teacher(uci_har_small):
     lwf = LwF(max_epochs=2, lambda_kd=10.0, random_state=0)
-    lwf.partial_fit_task(*_task(uci_har_small, TASKS[0]))
+    lwf.partial_fit_task(*task(uci_har_small, TASKS[0]))
     assert lwf.teacher_ is None
     weights = {k: v.clone() for k, v in lwf.module_.state_dict().items()}
-    lwf.partial_fit_task(*_task(uci_har_small, TASKS[1]))
+    lwf.partial_fit_task(*task(uci_har_small, TASKS[1]))
     teacher = lwf.teacher_
     assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())
     assert teacher.n_classes == 2 and lwf.module_.n_classes == 4
@@ -74,13 +70,13 @@ def test_distillation_loss_values():
 
 def test_der_stores_logits_of_the_restored_model(uci_har_small):
     der = DER(max_epochs=2, memory_size=40, random_state=0)
-    X, y = _task(uci_har_small, TASKS[0])
+    X, y = task(uci_har_small, TASKS[0])
     der.partial_fit_task(X, y)
     stored = der.memory_["logits"]
     assert stored.shape == (40, 2)
     expected = der.decision_function(der.memory_["X"].numpy())
     np.testing.assert_allclose(stored.numpy(), expected, rtol=1e-4, atol=1e-5)
-    der.partial_fit_task(*_task(uci_har_small, TASKS[1]))
+    der.partial_fit_task(*task(uci_har_small, TASKS[1]))
     assert der.memory_["logits"].shape == (40, 4)
     assert set(der.memory_.fields) == {"X", "y", "logits"}
 
@@ -88,7 +84,7 @@ def test_der_stores_logits_of_the_restored_model(uci_har_small):
 def test_offline_trains_on_everything_seen(uci_har_small):
     est = Offline(max_epochs=1, random_state=0)
     for classes in TASKS:
-        est.partial_fit_task(*_task(uci_har_small, classes))
+        est.partial_fit_task(*task(uci_har_small, classes))
     n_train = len(est.seen_train_[1]) + len(est.seen_valid_[1])
     assert n_train == 4 * 120
     assert set(np.unique(est.seen_valid_[1])) == {0, 1, 2, 3}

@@ -5,6 +5,7 @@ import functools
 import numpy as np
 import pytest
 import torch
+from helpers import task
 from torch import nn
 
 from clestim import GR, Naive
@@ -22,11 +23,6 @@ TINY = dict(
     generator_epochs=2,
 )
 
-
-def _two_tasks(data, n=15):
-    X, y = data["train"]
-    idx = np.concatenate([np.flatnonzero(y == c)[:n] for c in range(4)])
-    return X[idx], y[idx]
 
 
 @pytest.mark.parametrize("length", [128, 125, 7])
@@ -80,7 +76,7 @@ class _GaussianGenerator(nn.Module):
 
 
 def test_swappable_generator_module_and_factory(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=15)
     template = _GaussianGenerator(*X.shape[1:])
     est = GR(**{**TINY, "generator": template}).fit(X, y)
     assert isinstance(est.generator_, _GaussianGenerator) and est.generator_ is not template
@@ -91,7 +87,7 @@ def test_swappable_generator_module_and_factory(uci_har_small):
 
 
 def test_replayed_labels_are_old_classes(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=15)
     est = GR(**TINY).partial_fit_task(X[y < 2], y[y < 2])
     est._before_task(X[y >= 2], est._encode(y[y < 2]), None)  # as the next task starts
     est.module_.head.grow(2)
@@ -101,13 +97,13 @@ def test_replayed_labels_are_old_classes(uci_har_small):
 
 
 def test_same_random_state_same_predictions(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=15)
     preds = [GR(**TINY).fit(X, y).predict_proba(X) for _ in range(2)]
     np.testing.assert_array_equal(preds[0], preds[1])
 
 
 def test_default_generator_needs_series(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=15)
     with pytest.raises(ValueError, match="n_channels, n_timepoints"):
         GR(backbone="mlp", max_epochs=1).partial_fit_task(X[:, 0][y < 2], y[y < 2])
 
@@ -122,6 +118,6 @@ def test_default_generator_needs_series(uci_har_small):
     ],
 )
 def test_bad_parameters(params, match, uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=15)
     with pytest.raises(ValueError, match=match):
         GR(**params).partial_fit_task(X, y)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from helpers import task
 from torch.nn import functional as F
 
 from clestim import EWC, MAS, Naive
@@ -14,14 +15,9 @@ FAST = dict(max_epochs=4, random_state=0, backbone_params={"channels": (32, 64)}
 TINY = dict(max_epochs=1, random_state=0, backbone_params={"channels": (8, 8)})
 
 
-def _two_tasks(data, n=30):
-    X, y = data["train"]
-    idx = np.concatenate([np.flatnonzero(y == c)[:n] for c in range(4)])
-    return X[idx], y[idx]
-
 
 def _first_task(est, data):
-    X, y = _two_tasks(data)
+    X, y = task(data, range(4), n=30)
     return est.partial_fit_task(X[y < 2], y[y < 2])
 
 
@@ -57,7 +53,7 @@ def test_penalty_formula(uci_har_small):
         (importance[n] * (params[n] - anchors[n]) ** 2).sum().item() for n in anchors
     )
     assert est.penalty().item() == pytest.approx(expected, rel=1e-5)
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     Xt, yt = torch.from_numpy(X[:16]), torch.from_numpy(est._encode(y[:16]))
     loss = est._training_loss(Xt, yt).item()
     ce = F.cross_entropy(est.module_(Xt), yt).item()
@@ -65,7 +61,7 @@ def test_penalty_formula(uci_har_small):
 
 
 def test_mas_importance_and_moving_average_across_head_growth(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     est = MAS(**TINY).partial_fit_task(X[y < 2], y[y < 2])
     _, first = est.penalty_terms_[0]
     assert first["head.weight"].shape == (2, est.module_.head.in_features)
@@ -91,7 +87,7 @@ def test_mas_importance_and_moving_average_across_head_growth(uci_har_small):
 
 
 def test_ewc_per_sample_fisher_and_modes(uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     est = EWC(**TINY).partial_fit_task(X[y < 2], y[y < 2])
     module = est.module_.eval()
     params = {n: p for n, p in module.named_parameters()}
@@ -143,7 +139,7 @@ def test_learns_above_chance_and_forgets_less_than_naive(make, uci_har_small, na
 
 @pytest.mark.parametrize("make", [lambda: MAS(**TINY), lambda: EWC(mode="online", **TINY)])
 def test_same_random_state_same_predictions(make, uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     preds = [make().fit(X, y).predict_proba(X) for _ in range(2)]
     np.testing.assert_array_equal(preds[0], preds[1])
 
@@ -158,6 +154,6 @@ def test_same_random_state_same_predictions(make, uci_har_small):
     ],
 )
 def test_bad_parameters(est, match, uci_har_small):
-    X, y = _two_tasks(uci_har_small)
+    X, y = task(uci_har_small, range(4), n=30)
     with pytest.raises(ValueError, match=match):
         est.partial_fit_task(X, y)
