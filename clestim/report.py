@@ -59,7 +59,9 @@ def markdown_table(frame) -> str:
         for metric in METRICS:
             cells = []
             for _, row in block.iterrows():
-                ours = f"{row[metric]:.1f} ± {row[metric + '_ci']:.1f}"
+                ours = f"{row[metric]:.1f}"
+                if row["runs"] > 1:  # one run has no interval
+                    ours += f" ± {row[metric + '_ci']:.1f}"
                 if not np.isnan(row[f"paper_{metric}"]):
                     ours += (
                         f" (paper {row[f'paper_{metric}']:.1f} ± {row[f'paper_{metric}_ci']:.1f},"
