@@ -109,7 +109,9 @@ def bench(args) -> int:
                   f"tasks {r['task_classes']}: accuracy matrix (%), row i = after task i")
             print(np.array2string(A, precision=1, suppress_small=True, floatmode="fixed"))
     frame = summary_frame(records)
-    print("\nmean ± 95% CI over runs (%)")
+    if (frame["runs"] == 1).all():  # one run has no interval
+        frame = frame.drop(columns=[c for c in frame if c.endswith("_ci")])
+    print("\nmean ± 95% CI over runs (%)" if config.runs > 1 else "\nmetrics (%)")
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0
 
