@@ -19,7 +19,7 @@ QUICK = ["--datasets", "basic_motions", "--max-epochs", "2", "--no-progress"]
 
 def test_bench_prints_matrices_and_metrics(tmp_path, capsys):
     code = main(["bench", *QUICK, "--methods", "Naive,ER", "--memory-size", "8",
-                 "--results", str(tmp_path)])
+                 "--n-jobs", "2", "--results", str(tmp_path)])  # two loky worker processes
     out = capsys.readouterr().out
     assert code == 0
     assert "ER on basic_motions (memory_size=8)" in out and "accuracy matrix" in out
