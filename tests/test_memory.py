@@ -232,3 +232,43 @@ def test_bald_and_uncertainty_retrieval():
     uncertain = {0, 4}
     assert set(policy.retrieve(buffer, 2, None, epoch=1).tolist()) == {1, 5}  # kept
     assert set(policy.retrieve(buffer, 2, None, epoch=3).tolist()) == {0, 4}  # refreshed
+
+
+class TestASERUpdate:
+    @staticmethod
+    def _buffer(capacity=8):
+        from clestim.memory import ASERUpdate
+
+        return MemoryBuffer(capacity, update=ASERUpdate(lambda X: X, k=1, n_smp_per_class=2,
+                                                        batch_size=4))
+
+    def test_fills_then_keeps_capacity(self):
+        buffer = self._buffer()
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(20, 2, generator=g)
+        y = torch.arange(20) % 2
+        buffer.add(g, X=X, y=y)
+        assert len(buffer) == 8 and buffer.n_seen == 20
+        for row, label in zip(buffer["X"], buffer["y"]):  # every slot holds an offered sample
+            match = (X == row).all(1)
+            assert match.any() and y[match][0] == label
+
+    def test_a_class_absent_from_memory_enters(self):
+        buffer = self._buffer()
+        g = torch.Generator().manual_seed(0)
+        old = torch.randn(8, 2, generator=g) * 0.1  # class 0 around the origin
+        buffer.add(g, X=old, y=torch.zeros(8, dtype=torch.long))
+        new = torch.randn(4, 2, generator=g) * 0.1 + 5.0  # class 1, far away
+        buffer.add(g, X=new, y=torch.ones(4, dtype=torch.long))
+        assert len(buffer) == 8 and buffer.n_seen == 12
+        n_new = int((buffer["y"] == 1).sum())
+        assert n_new >= 1  # the minority class is evaluated on itself and gets slots
+        kept_new = buffer["X"][buffer["y"] == 1]
+        assert all(any(torch.equal(row, x) for x in new) for row in kept_new)
+
+    def test_aser_method_uses_it(self):
+        from clestim import ASER
+        from clestim.memory import ASERUpdate
+
+        assert isinstance(ASER()._update_policy(), ASERUpdate)
+        assert not isinstance(ASER(aser_update=False)._update_policy(), ASERUpdate)

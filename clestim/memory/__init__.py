@@ -3,6 +3,7 @@
 from .buffer import MemoryBuffer, RandomRetrieval, Reservoir, memory_capacity
 from .policies import (
     ASERRetrieval,
+    ASERUpdate,
     HerdingSelection,
     ImportanceSelection,
     SubjectBalancedRetrieval,
@@ -16,6 +17,7 @@ from .policies import (
 
 __all__ = [
     "ASERRetrieval",
+    "ASERUpdate",
     "HerdingSelection",
     "ImportanceSelection",
     "MemoryBuffer",

@@ -297,6 +297,76 @@ class ASERRetrieval:
         return candidates[torch.argsort(score, descending=True, stable=True)[:n]]
 
 
+class ASERUpdate:
+    r"""ASER's memory update (Shim et al., AAAI 2021; TSCIL's ``ASER_update``).
+
+    While the buffer has room, offered samples are appended. Afterwards, for each
+    chunk of ``batch_size`` offered samples:
+
+    1. the evaluation set is a class-balanced draw of ``n_smp_per_class`` memory
+       samples per class, plus the offered samples of *minority* classes, those
+       whose share of the memory is below ``U(0, 1 / n_classes)`` (so a class absent
+       from memory always gets evaluation samples and can enter);
+    2. the candidates are ``n_smp_per_class * n_classes`` other random memory
+       samples and the offered chunk;
+    3. each candidate's value is its KNN-Shapley value (:func:`knn_shapley`,
+       embeddings of the current network) summed over the evaluation set; the
+       offered samples that rank among the top ``n_cand`` (the number of memory
+       candidates) replace the memory candidates that fall out of it.
+
+    Parameters
+    ----------
+    embed : callable
+    k : int, default=3
+    n_smp_per_class : int, default=2
+    batch_size : int, default=32
+    """
+
+    def __init__(self, embed, k: int = 3, n_smp_per_class: int = 2, batch_size: int = 32):
+        self.embed = embed
+        self.k = k
+        self.n_smp_per_class = n_smp_per_class
+        self.batch_size = batch_size
+
+    def update(self, buffer: MemoryBuffer, fields, generator=None) -> None:
+        n = len(fields["y"])
+        room = min(max(buffer.capacity - len(buffer), 0), n)
+        if room:
+            buffer.append(_fields_at(fields, torch.arange(room)))
+            buffer.n_seen += room
+        for start in range(room, n, self.batch_size):
+            chunk = _fields_at(fields, torch.arange(start, min(start + self.batch_size, n)))
+            self._replace(buffer, chunk, generator)
+            buffer.n_seen += len(chunk["y"])
+
+    def _replace(self, buffer: MemoryBuffer, new: dict, generator) -> None:
+        labels, new_y = buffer["y"].cpu(), new["y"].cpu()
+        classes = torch.unique(torch.cat([labels, new_y]))
+        evaluation = _class_balanced_draw(labels, self.n_smp_per_class, generator)
+        rest = torch.ones(len(labels), dtype=torch.bool)
+        rest[evaluation] = False
+        rest = torch.nonzero(rest).flatten()
+        n_cand = min(len(rest), self.n_smp_per_class * len(classes))
+        cand = rest[torch.randperm(len(rest), generator=generator)[:n_cand]]
+        share = torch.stack([(labels == c).float().mean() for c in new_y])
+        threshold = torch.rand(1, generator=generator) / len(classes)
+        minority = torch.nonzero(share < threshold).flatten()
+        features = self.embed(torch.cat([buffer.take(evaluation)["X"], buffer.take(cand)["X"],
+                                         new["X"]])).cpu()
+        f_eval, f_cand, f_new = features.split([len(evaluation), len(cand), len(new_y)])
+        f_eval = torch.cat([f_eval, f_new[minority]])
+        y_eval = torch.cat([labels[evaluation], new_y[minority]])
+        value = knn_shapley(torch.cat([f_cand, f_new]), torch.cat([labels[cand], new_y]),
+                            f_eval, y_eval, self.k).sum(0)
+        top = torch.argsort(value, descending=True, stable=True)[:n_cand]
+        entering = top[top >= n_cand] - n_cand
+        in_top = torch.zeros(len(value), dtype=torch.bool)
+        in_top[top] = True
+        leaving = torch.nonzero(~in_top[:n_cand]).flatten()
+        if len(entering):
+            buffer.replace(cand[leaving], _fields_at(new, entering))
+
+
 def bald(probs: torch.Tensor) -> torch.Tensor:
     r"""BALD mutual information of ``R`` stochastic predictions per sample.
 

@@ -4,7 +4,7 @@ import numbers
 
 import torch
 
-from ..memory import ASERRetrieval
+from ..memory import ASERRetrieval, ASERUpdate
 from .replay import ER
 
 
@@ -27,8 +27,9 @@ class ASER(ER):
 
         loss = CE(f([x; x_mem]), [y; y_mem])
 
-    The memory is updated by reservoir sampling (TSCIL's code also replaces samples
-    by Shapley value after each task; clestim does not).
+    The memory is updated by Shapley value too (:class:`~clestim.memory.ASERUpdate`,
+    as TSCIL's code): offered samples replace memory samples of lower value;
+    ``aser_update=False`` uses reservoir sampling.
 
     Parameters
     ----------
@@ -37,16 +38,19 @@ class ASER(ER):
     n_smp_per_class : int, default=2
         Candidates and evaluation samples per class (TSCIL grid: 2, 4).
     retrieval : {'aser', 'random', 'subject_balanced'}, default='aser'
+    aser_update : bool, default=True
+        Update the memory by Shapley value (else by reservoir sampling).
     **params
         The parameters of :class:`ER`.
     """
 
     RETRIEVALS = ("aser", *ER.RETRIEVALS)
 
-    def __init__(self, *, k=3, n_smp_per_class=2, retrieval="aser", **params):
+    def __init__(self, *, k=3, n_smp_per_class=2, retrieval="aser", aser_update=True, **params):
         super().__init__(retrieval=retrieval, **params)
         self.k = k
         self.n_smp_per_class = n_smp_per_class
+        self.aser_update = aser_update
 
     def _check_params(self):
         super()._check_params()
@@ -54,6 +58,12 @@ class ASER(ER):
             v = getattr(self, name)
             if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+    def _update_policy(self):
+        if self.aser_update:
+            return ASERUpdate(self._embed, k=self.k, n_smp_per_class=self.n_smp_per_class,
+                              batch_size=self.batch_size)
+        return super()._update_policy()
 
     def _retrieval_policy(self):
         if self.retrieval == "aser":
