@@ -76,7 +76,9 @@ class BenchmarkConfig:
         Run ``r`` uses ``seed + r`` for the class order and the estimator.
     settings : dict of str to list
         Values of :data:`SETTINGS` to cross; ``memory_size='tscil'`` is TSCIL's
-        5% budget for the dataset (a fraction of 0.05 for other datasets).
+        5% budget for the dataset (a fraction of 0.05 for other datasets), and
+        ``memory_size='P%'`` a fixed count of P percent of the training samples
+        of the stream's learned tasks (the budgets of TSCIL's Figure 3).
     params : dict of str to dict
         Fixed parameters per method, for example ``{'LwF': {'lambda_kd': 1e4}}``.
     grid : dict of str to dict
@@ -195,8 +197,11 @@ def _load(dataset: str, data_home):
     return load_dataset(dataset, **({"data_home": data_home} if takes_home else {}))
 
 
-def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0):
-    """The estimator of a cell, with TSCIL's per-dataset defaults."""
+def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stream_samples=None):
+    """The estimator of a cell, with TSCIL's per-dataset defaults.
+
+    ``n_stream_samples`` (the training samples of the tasks the cell learns) sizes a
+    percentage memory budget."""
     from .reference_results import TSCIL_DROPOUT, TSCIL_MEMORY_SIZE
 
     cls = available_methods()[cell.method]
@@ -216,7 +221,25 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0):
     params.update(config.params.get(cell.method, {}))
     if params.get("memory_size") == "tscil":
         params["memory_size"] = TSCIL_MEMORY_SIZE.get(cell.dataset, 0.05)
+    elif isinstance(params.get("memory_size"), str):
+        params["memory_size"] = _percent_budget(params["memory_size"], n_stream_samples)
     return cls(**{k: v for k, v in params.items() if k in accepted})
+
+
+def _percent_budget(text: str, n_samples) -> int:
+    """Slots for a budget written 'P%' of the ``n_samples`` training samples."""
+    try:
+        percent = float(text.removesuffix("%")) if text.endswith("%") else None
+    except ValueError:
+        percent = None
+    if percent is None or not 0 < percent <= 100:
+        raise ValueError(
+            f"memory_size {text!r} is not 'tscil', a count, a fraction or a percentage "
+            f"such as '10%' in (0%, 100%]"
+        )
+    if n_samples is None:
+        raise ValueError(f"memory_size {text!r} needs the number of training samples")
+    return max(1, round(percent / 100 * n_samples))
 
 
 def make_stream(cell: Cell, config: BenchmarkConfig, n_classes: int):
@@ -241,7 +264,8 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
 
     data = _load(cell.dataset, config.data_home)
     full_stream, stream = make_stream(cell, config, len(np.unique(data.y_train)))
-    est = make_estimator(cell, config, verbose)
+    n_stream_samples = sum(len(idx) for idx in stream.split(data.X_train, data.y_train))
+    est = make_estimator(cell, config, verbose, n_stream_samples)
     best_params = {}
     start = time.perf_counter()
     if config.tune and config.grid.get(cell.method):
@@ -252,7 +276,11 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         ).fit(data.X_train, data.y_train)
         best_params = search.best_params_
         est.set_params(**best_params)
-    result = evaluate_stream(est, stream, data.X_train, data.y_train, data.X_test, data.y_test)
+    # Subject ids reach the estimator (subject-aware replay); others ignore them.
+    result = evaluate_stream(
+        est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
+        groups=data.subject_train,
+    )
     return {
         "format": RESULTS_FORMAT,
         "key": cell.key,

@@ -133,3 +133,43 @@ def test_cell_key_changes_with_anything_that_shapes_the_result():
                       {"seed": 1}, {"settings": {"norm": ["batch"]}})
     }
     assert len(keys) == 5  # a resumed grid never reuses a cell computed differently
+
+
+def test_percent_memory_budget_counts_the_learned_tasks(monkeypatch):
+    from clestim import benchmark
+    from clestim.benchmark import make_estimator
+
+    config = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["ER", "Naive"],
+                                        "settings": {"memory_size": ["10%", "tscil"]}})
+    cells = {(c.method, dict(c.settings).get("memory_size")): c for c in config.cells()}
+    # memory_size only crosses the methods that have it
+    assert set(cells) == {("ER", "10%"), ("ER", "tscil"), ("Naive", None)}
+    assert make_estimator(cells["ER", "10%"], config, n_stream_samples=40).memory_size == 4
+    assert make_estimator(cells["ER", "tscil"], config).memory_size == 0.05
+    assert benchmark._percent_budget("100%", 7) == 7
+    assert benchmark._percent_budget("0.1%", 7) == 1  # never an empty memory
+    for bad in ("0%", "150%", "ten%", "big"):
+        with pytest.raises(ValueError, match="percentage"):
+            benchmark._percent_budget(bad, 10)
+
+
+def test_bench_passes_subject_ids_to_subject_aware_replay(monkeypatch, tmp_path):
+    from sklearn.utils import Bunch
+
+    from clestim import benchmark
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 12)
+    data = Bunch(X_train=rng.normal(size=(48, 3, 16)).astype(np.float32) + y[:, None, None],
+                 y_train=y, subject_train=np.tile(np.arange(3), 16),
+                 X_test=rng.normal(size=(24, 3, 16)).astype(np.float32), y_test=y[::2])
+    monkeypatch.setattr(benchmark, "_load", lambda name, home: data)
+    config = BenchmarkConfig.from_dict({
+        "datasets": ["basic_motions"], "methods": ["ER"], "max_epochs": 2,
+        "params": {"ER": {"memory_subjects": [1], "memory_size": 8}},
+    })
+    (record,) = run_benchmark(config, tmp_path, progress=False, log=lambda message: None)
+    assert record["accuracy_matrix"][1][0] is not None  # learned both tasks with subjects
+    est = benchmark.make_estimator(config.cells()[0], config)
+    with pytest.raises(ValueError, match="needs subject ids"):
+        est.partial_fit_task(data.X_train[:24], y[:24])
