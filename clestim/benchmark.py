@@ -410,21 +410,32 @@ def _dask_client(scheduler: str):
 
 
 # ----------------------------------------------------------------------- tables
+def cell_params(record: dict) -> dict:
+    """The fixed method parameters of a finished cell (``--set`` / ``params``)."""
+    import ast
+
+    return dict(ast.literal_eval(record.get("protocol", {}).get("params", "()")))
+
+
+def variant_label(record: dict) -> str:
+    """'param=value, ...' of a cell's fixed method parameters ('' for none)."""
+    return ", ".join(f"{k}={v}" for k, v in cell_params(record).items())
+
+
 def summary_frame(records: list[dict]):
     """Mean and 95% CI (t distribution) of A_T, F_T and A_cur in percent per
-    dataset, method and setting."""
+    dataset, setting, method and variant (the method's fixed parameters)."""
     import pandas as pd
 
     from .evaluation import confidence_interval
 
+    groups = {}
+    for r in records:
+        groups.setdefault((r["dataset"], r["setting"], r["method"], variant_label(r)), []).append(r)
     rows = []
-    keys = sorted({(r["dataset"], r["setting"], r["method"]) for r in records})
-    for dataset, setting, method in keys:
-        group = [
-            r for r in records
-            if (r["dataset"], r["setting"], r["method"]) == (dataset, setting, method)
-        ]
-        row = {"dataset": dataset, "setting": setting, "method": method, "runs": len(group)}
+    for (dataset, setting, method, variant), group in sorted(groups.items()):
+        row = {"dataset": dataset, "setting": setting, "method": method, "variant": variant,
+               "runs": len(group)}
         for label, metric in (("A_T", "average_accuracy"), ("F_T", "average_forgetting"),
                               ("A_cur", "learning_accuracy")):
             mean, ci = confidence_interval(np.array([100 * r["metrics"][metric] for r in group]))

@@ -4,6 +4,8 @@
   :math:`\\mathcal{A}_i` over tasks, one line per method, with a confidence band
   over runs (TSCIL, Figures 2 and 3).
 - :func:`plot_accuracy_matrix`: a heatmap of one accuracy matrix.
+- :func:`plot_memory_budget`: final average accuracy against the memory budget
+  (TSCIL, Section 5.1).
 
 Both functions draw on a given ``ax`` (or a new figure) and return the
 :class:`matplotlib.axes.Axes`; ``ax.figure`` is the figure. Nothing is shown or
@@ -17,7 +19,7 @@ import numpy as np
 from .evaluation import confidence_interval
 from .metrics import average_accuracies, check_accuracy_matrix
 
-__all__ = ["plot_average_accuracy", "plot_accuracy_matrix"]
+__all__ = ["plot_average_accuracy", "plot_accuracy_matrix", "plot_memory_budget"]
 
 
 def _axes(ax, figsize):
@@ -161,4 +163,46 @@ def plot_accuracy_matrix(
                         color="white" if v < 0.5 * scale else "black",
                         fontsize=8,
                     )
+    return ax
+
+
+def plot_memory_budget(curves, *, confidence=0.95, ax=None, figsize=(5, 3.5)):
+    """Plot the final average accuracy :math:`\\mathcal{A}_T` against the memory budget.
+
+    Parameters
+    ----------
+    curves : dict
+        Method name to ``{budget_percent: [A_T of each run, in percent]}``.
+    confidence : float, default=0.95
+        Level of the t-distribution error bars over runs (none for one run).
+    ax : matplotlib Axes, default=None
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> ax = plot_memory_budget({"ER": {1: [60.0, 64.0], 5: [90.0, 92.0]}})
+    >>> ax.get_lines()[0].get_ydata().tolist()
+    [62.0, 91.0]
+    """
+    if not curves:
+        raise ValueError("curves is empty: give at least one method.")
+    ax = _axes(ax, figsize)
+    budgets = sorted({b for points in curves.values() for b in points})
+    for name, points in curves.items():
+        x = sorted(points)
+        stats = [confidence_interval(np.asarray(points[b], float), confidence=confidence)
+                 for b in x]
+        mean = np.array([m for m, _ in stats])
+        half = np.array([h if len(points[b]) > 1 else 0.0 for b, (_, h) in zip(x, stats)])
+        ax.errorbar(x, mean, yerr=half, marker="o", capsize=3, label=str(name))
+    ax.set_xscale("log")
+    ax.set_xticks(budgets, [f"{b:g}%" for b in budgets])
+    ax.minorticks_off()
+    ax.set_xlabel("memory budget (% of the training samples)")
+    ax.set_ylabel("final average accuracy $\\mathcal{A}_T$ (%)")
+    ax.legend()
+    ax.grid(alpha=0.3)
     return ax

@@ -9,7 +9,12 @@ Writes, for the cells in ``RESULTS/cells``:
 * ``average_accuracy_<dataset>_<setting>.png``: the A_i evolution of every method
   with a CI band over runs (the paper's Figure 2);
 * ``accuracy_matrix_<dataset>_<setting>_<method>.png``: heatmaps of the mean
-  accuracy matrix.
+  accuracy matrix;
+* ``memory_budget_<dataset>_<setting>.png``, where cells differ only in their
+  memory budget: A_T against the budget (the paper's Section 5.1).
+
+A method run with fixed parameters (``--set``) is its own column, labelled with
+them. The paper's numbers come from :func:`clestim.reference_results.published`.
 """
 
 from __future__ import annotations
@@ -18,15 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .benchmark import load_results, summary_frame
-from .reference_results import TSCIL_TABLE3
+from .benchmark import cell_params, load_results, summary_frame, variant_label
+from .reference_results import published
 
 METRICS = ("A_T", "F_T", "A_cur")
-
-
-def _paper(dataset: str, setting: str, method: str) -> dict:
-    norm = "batch" if "norm=batch" in setting else "layer"
-    return TSCIL_TABLE3.get(norm, {}).get(dataset, {}).get(method, {})
 
 
 def _slug(text: str) -> str:
@@ -36,10 +36,14 @@ def _slug(text: str) -> str:
 def report_frame(records: list[dict]):
     """The summary frame with the paper's mean, CI and our difference beside ours."""
     frame = summary_frame(records)
+    by_row = {(r["dataset"], r["setting"], r["method"], variant_label(r)): r for r in records}
+    rows = [by_row[key] for key in
+            zip(frame["dataset"], frame["setting"], frame["method"], frame["variant"])]
     for metric in METRICS:
         paper = [
-            _paper(d, s, m).get(metric, (np.nan, np.nan))
-            for d, s, m in zip(frame["dataset"], frame["setting"], frame["method"])
+            published(r["dataset"], r["method"], r["settings"], cell_params(r)).get(
+                metric, (np.nan, np.nan))
+            for r in rows
         ]
         frame[f"paper_{metric}"] = [p[0] for p in paper]
         frame[f"paper_{metric}_ci"] = [p[1] for p in paper]
@@ -51,7 +55,7 @@ def markdown_table(frame) -> str:
     """Table 3 layout: per dataset and setting, metrics as rows and methods as columns."""
     lines = []
     for (dataset, setting), block in frame.groupby(["dataset", "setting"], sort=True):
-        methods = list(block["method"])
+        methods = [m + (f" ({v})" if v else "") for m, v in zip(block["method"], block["variant"])]
         runs = sorted(set(block["runs"]))
         lines += [f"### {dataset} ({setting}; runs: {', '.join(map(str, runs))})", ""]
         lines.append("| metric | " + " | ".join(methods) + " |")
@@ -75,7 +79,7 @@ def markdown_table(frame) -> str:
 
 def write_report(results, out=None) -> list[Path]:
     """Write the tables and plots of ``results`` into ``out`` (default: ``results``)."""
-    from .plotting import plot_accuracy_matrix, plot_average_accuracy
+    from .plotting import plot_accuracy_matrix, plot_average_accuracy, plot_memory_budget
 
     records = load_results(results)
     if not records:
@@ -104,4 +108,44 @@ def write_report(results, out=None) -> list[Path]:
             path = out / f"accuracy_matrix_{_slug(dataset)}_{_slug(setting)}_{method}.png"
             ax.figure.savefig(path, dpi=120)
             written.append(path)
+    for (dataset, setting), curves in sorted(_budget_curves(records).items()):
+        ax = plot_memory_budget(curves)
+        ax.set_title(f"{dataset} ({setting})")
+        path = out / f"memory_budget_{_slug(dataset)}_{_slug(setting)}.png"
+        ax.figure.savefig(path, dpi=120)
+        written.append(path)
     return written
+
+
+def _budget_percent(value) -> float | None:
+    """A memory_size setting in percent of the training samples, where it is one."""
+    if value == "tscil":
+        return 5.0
+    if isinstance(value, str) and value.endswith("%"):
+        return float(value[:-1])
+    if isinstance(value, float):
+        return 100 * value
+    return None  # a count: not comparable across datasets
+
+
+def _budget_curves(records) -> dict:
+    """``{(dataset, other settings): {method: {percent: [A_T, ...]}}}`` for every group
+    of cells that differ only in their memory budget (two budgets or more)."""
+    from .benchmark import available_methods
+
+    methods = available_methods()
+    curves = {}
+    for r in records:
+        settings = dict(r["settings"])
+        has_memory = "memory_size" in methods[r["method"]]._get_param_names()
+        # a replay cell without the setting ran with TSCIL's budget (make_estimator)
+        percent = _budget_percent(settings.pop("memory_size", "tscil" if has_memory else None))
+        if percent is None:
+            continue
+        rest = ", ".join(f"{k}={v}" for k, v in settings.items()) or "default"
+        method = r["method"] + (f" ({v})" if (v := variant_label(r)) else "")
+        curves.setdefault((r["dataset"], rest), {}).setdefault(method, {}).setdefault(
+            percent, []).append(100 * r["metrics"]["average_accuracy"])
+    return {key: {m: points for m, points in methods.items() if len(points) > 1}
+            for key, methods in curves.items()
+            if any(len(points) > 1 for points in methods.values())}

@@ -115,6 +115,54 @@ def test_report_tables_and_plots(tmp_path):
     assert (tmp_path / "report" / "average_accuracy_uci_har_default.png").stat().st_size > 1000
 
 
+def _record(key, method, final, settings=None, params="()", dataset="dsa"):
+    A = [[1.0, 0.0], [0.9, final]]
+    return {"key": key, "dataset": dataset, "method": method, "run": 0,
+            "settings": settings or {}, "protocol": {"params": params},
+            "setting": ", ".join(f"{k}={v}" for k, v in (settings or {}).items()) or "default",
+            "accuracy_matrix": A, "task_classes": [[0, 1], [2, 3]],
+            "metrics": {"average_accuracy": (0.9 + final) / 2, "average_forgetting": 0.1,
+                        "learning_accuracy": (1.0 + final) / 2}}
+
+
+def test_report_variants_and_memory_budget_curve(tmp_path):
+    (tmp_path / "cells").mkdir()
+    write_json_atomic(tmp_path / "manifest.json", {"format": 1, "clestim": "test"})
+    records = [
+        _record("a", "ER", 0.7, {"norm": "batch"}),
+        _record("b", "ER", 0.5, {"norm": "batch"}, "(('memory_subjects', 2),)"),
+        _record("c", "ER", 0.9, {"norm": "batch"}, "(('retrieval', 'subject_balanced'),)"),
+        _record("d", "ER", 0.3, {"memory_size": "1%"}),
+        _record("e", "ER", 0.5, {"memory_size": "tscil"}),
+        _record("f", "ER", 1.0, {"memory_size": "100%"}),
+        _record("g", "Naive", 0.0, {}),
+    ]
+    for r in records:
+        write_json_atomic(tmp_path / "cells" / f"{r['key']}.json", r)
+    written = write_report(tmp_path)
+    table = (tmp_path / "table.md").read_text()
+    # each subject variant is its own column beside its Table 5 row
+    assert "| metric | ER | ER (memory_subjects=2) | ER (retrieval=subject_balanced) |" in table
+    assert "| A_T | 80.0 (paper 79.6 ± 15.6, Δ +0.4) | 70.0 (paper 73.1 ± 25.7, Δ -3.1) " \
+           "| 90.0 (paper 87.8 ± 12.1, Δ +2.2) |" in table
+    # only the 5% budget has a published row
+    assert "| A_T | 60.0 |" in table and "70.0 (paper 97.2" in table
+    (plot,) = [p for p in written if p.name.startswith("memory_budget")]
+    assert plot.name == "memory_budget_dsa_default.png"
+
+
+def test_published_rows():
+    from clestim.reference_results import published
+
+    assert published("uci_har", "GR", {"norm": "layer"}) == {
+        "A_T": (81.0, 6.7), "F_T": (24.7, 14.7), "A_cur": (97.5, 3.8)}
+    assert published("dsa", "ER", {"norm": "batch"}, {"memory_subjects": 4})["A_T"] == (76.4, 14.4)
+    assert published("uci_har", "LwF", {}, {"lambda_kd": 1e4})["A_T"] == (42.5, 14.2)
+    assert published("dsa", "ER", {"norm": "layer"}, {"memory_subjects": 4}) == {}
+    assert published("dsa", "ER", {"classifier": "cosine"}) == {}
+    assert published("uci_har", "Offline", {"norm": "batch"}) == {"A_T": (93.9, 0.6)}
+
+
 def test_dask_local_cluster(tmp_path):
     pytest.importorskip("distributed")
     config = BenchmarkConfig.from_dict(
