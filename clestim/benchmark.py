@@ -83,7 +83,9 @@ class BenchmarkConfig:
         Fixed parameters per method, for example ``{'LwF': {'lambda_kd': 1e4}}``.
     grid : dict of str to dict
         Per-method hyperparameter grids searched on the validation stream when
-        ``tune`` is true.
+        ``tune`` is true; a method without one gets TSCIL's grid
+        (:func:`clestim.reference_results.tscil_grid`: its hyperparameters and the
+        LR schedule).
     tune : bool, default=False
     max_epochs : int, default=100
     classes_per_task : int, default=2
@@ -138,6 +140,16 @@ class BenchmarkConfig:
         if not isinstance(self.runs, int) or self.runs < 1:
             raise ValueError(f"runs must be a positive integer, got {self.runs!r}")
 
+    def grid_for(self, method: str) -> dict:
+        """The grid ``--tune`` searches for ``method``: the configured one, else TSCIL's,
+        without the parameters fixed in ``params``."""
+        from .reference_results import tscil_grid
+
+        accepted = available_methods()[method]._get_param_names()
+        fixed = self.params.get(method, {})
+        grid = self.grid.get(method) or tscil_grid(method)
+        return {k: list(v) for k, v in grid.items() if k in accepted and k not in fixed}
+
     def cells(self) -> list[Cell]:
         """The grid, one cell per distinct (dataset, method, applicable setting, run)."""
         names = list(self.settings)
@@ -152,7 +164,7 @@ class BenchmarkConfig:
             protocol = (
                 ("params", tuple(sorted(self.params.get(method, {}).items()))),
                 ("grid", tuple(sorted((k, tuple(v)) for k, v in
-                                      self.grid.get(method, {}).items())) if self.tune else ()),
+                                      self.grid_for(method).items())) if self.tune else ()),
                 ("max_epochs", self.max_epochs), ("seed", self.seed),
                 ("classes_per_task", self.classes_per_task),
             )
@@ -268,11 +280,11 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
     est = make_estimator(cell, config, verbose, n_stream_samples)
     best_params = {}
     start = time.perf_counter()
-    if config.tune and config.grid.get(cell.method):
+    if config.tune:
         from .model_selection import ContinualGridSearch
 
         search = ContinualGridSearch(
-            est.set_params(stream=full_stream), config.grid[cell.method], refit=False
+            est.set_params(stream=full_stream), config.grid_for(cell.method), refit=False
         ).fit(data.X_train, data.y_train)
         best_params = search.best_params_
         est.set_params(**best_params)

@@ -66,6 +66,25 @@ TSCIL_TABLE3 = {
 
 #: TSCIL's memory budget (5%): int(0.05 * per-class train count) * classes in the experiment stream.
 TSCIL_MEMORY_SIZE = {"uci_har": 366, "uwave": 40, "dsa": 216, "grabmyo": 1020, "wisdm": 600}
+#: TSCIL's hyperparameter grids, searched per run on the validation stream (its code at
+#: commit 5a8aee4); every method also tunes the LR schedule. Methods without a listed
+#: grid tune the schedule only.
+TSCIL_GRIDS = {
+    "LwF": {"lambda_kd": [1.0, 10.0, 1e2, 1e3, 1e4]},
+    "MAS": {"lambda_reg": [1e2, 1e3, 1e4]},
+    "DT2W": {"lambda_fmap": [1e-1, 1e-2, 1e-3], "lambda_kd": [1.0, 10.0],
+             "lambda_proto": [10.0, 100.0]},
+    "ASER": {"n_smp_per_class": [2, 4]},
+    "CLOPS": {"beta_lr": [1e-4, 1e-5], "lambda_beta": [0.1, 1.0, 10.0, 100.0]},
+}
+TSCIL_LR_SCHEDULES = ["step10", "step15", "onecycle"]
+
+
+def tscil_grid(method: str) -> dict:
+    """TSCIL's grid for ``method``: its own hyperparameters and the LR schedule."""
+    return {**TSCIL_GRIDS.get(method, {}), "lr_schedule": list(TSCIL_LR_SCHEDULES)}
+
+
 #: TSCIL's backbone dropout per dataset.
 TSCIL_DROPOUT = {"uci_har": 0.0, "uwave": 0.0, "dsa": 0.3, "grabmyo": 0.3, "wisdm": 0.3}
 

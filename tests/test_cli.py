@@ -221,3 +221,19 @@ def test_bench_passes_subject_ids_to_subject_aware_replay(monkeypatch, tmp_path)
     est = benchmark.make_estimator(config.cells()[0], config)
     with pytest.raises(ValueError, match="needs subject ids"):
         est.partial_fit_task(data.X_train[:24], y[:24])
+
+
+def test_tune_searches_tscil_grid_unless_configured(tmp_path):
+    config = BenchmarkConfig.from_dict({
+        "datasets": ["basic_motions"], "methods": ["LwF"], "tune": True, "max_epochs": 1,
+        "grid": {"LwF": {"lambda_kd": [1.0, 100.0]}},
+    })
+    (record,) = run_benchmark(config, tmp_path, progress=False, log=lambda message: None)
+    assert record["best_params"]["lambda_kd"] in (1.0, 100.0)
+    default = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["MAS"],
+                                         "tune": True, "params": {"MAS": {"alpha": 0.5}}})
+    assert default.grid_for("MAS") == {"lambda_reg": [1e2, 1e3, 1e4],
+                                       "lr_schedule": ["step10", "step15", "onecycle"]}
+    fixed = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["LwF"],
+                                       "tune": True, "params": {"LwF": {"lambda_kd": 1e4}}})
+    assert fixed.grid_for("LwF") == {"lr_schedule": ["step10", "step15", "onecycle"]}
