@@ -430,8 +430,12 @@ def cell_params(record: dict) -> dict:
 
 
 def variant_label(record: dict) -> str:
-    """'param=value, ...' of a cell's fixed method parameters ('' for none)."""
-    return ", ".join(f"{k}={v}" for k, v in cell_params(record).items())
+    """'param=value, ...' of a cell's fixed method parameters, and 'tuned' when it
+    searched a grid first ('' for neither)."""
+    parts = [f"{k}={v}" for k, v in cell_params(record).items()]
+    if record.get("protocol", {}).get("grid", "()") != "()":
+        parts.append("tuned")
+    return ", ".join(parts)
 
 
 def summary_frame(records: list[dict]):

@@ -13,8 +13,8 @@ Writes, for the cells in ``RESULTS/cells``:
 * ``memory_budget_<dataset>_<setting>.png``, where cells differ only in their
   memory budget: A_T against the budget (the paper's Section 5.1).
 
-A method run with fixed parameters (``--set``) is its own column, labelled with
-them. The paper's numbers come from :func:`clestim.reference_results.published`.
+A method run with fixed parameters (``--set``) or tuned (``--tune``) is its own
+column, labelled with them. The paper's numbers come from :func:`clestim.reference_results.published`.
 """
 
 from __future__ import annotations

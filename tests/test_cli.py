@@ -10,7 +10,13 @@ import time
 import numpy as np
 import pytest
 
-from clestim.benchmark import BenchmarkConfig, load_results, run_benchmark, write_json_atomic
+from clestim.benchmark import (
+    BenchmarkConfig,
+    load_results,
+    run_benchmark,
+    variant_label,
+    write_json_atomic,
+)
 from clestim.cli import main
 from clestim.report import write_report
 
@@ -230,6 +236,7 @@ def test_tune_searches_tscil_grid_unless_configured(tmp_path):
     })
     (record,) = run_benchmark(config, tmp_path, progress=False, log=lambda message: None)
     assert record["best_params"]["lambda_kd"] in (1.0, 100.0)
+    assert variant_label(record) == "tuned"  # its own column beside an untuned LwF
     default = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["MAS"],
                                          "tune": True, "params": {"MAS": {"alpha": 0.5}}})
     assert default.grid_for("MAS") == {"lambda_reg": [1e2, 1e3, 1e4],
