@@ -77,7 +77,7 @@ def plot_average_accuracy(
     ax.set_xlabel("task $i$")
     ax.set_ylabel("average accuracy $\\mathcal{A}_i$" + (" (%)" if percent else ""))
     ax.set_xticks(x)
-    ax.legend()
+    ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     return ax
 
@@ -203,6 +203,6 @@ def plot_memory_budget(curves, *, confidence=0.95, ax=None, figsize=(5, 3.5)):
     ax.minorticks_off()
     ax.set_xlabel("memory budget (% of the training samples)")
     ax.set_ylabel("final average accuracy $\\mathcal{A}_T$ (%)")
-    ax.legend()
+    ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     return ax

@@ -14,7 +14,8 @@ Writes, for the cells in ``RESULTS/cells``:
   memory budget: A_T against the budget (the paper's Section 5.1).
 
 A method run with fixed parameters (``--set``) or tuned (``--tune``) is its own
-column, labelled with them. The paper's numbers come from :func:`clestim.reference_results.published`.
+column, labelled with them. The paper's numbers come from
+:func:`clestim.reference_results.published`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,19 @@ METRICS = ("A_T", "F_T", "A_cur")
 
 
 def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in text).strip("_")
+    import re
+
+    safe = "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in text)
+    return re.sub("_+", "_", safe).strip("_")
+
+
+def _label(method: str, variant: str) -> str:
+    return f"{method} ({variant})" if variant else method
+
+
+def method_label(record: dict) -> str:
+    """The method and its variant, as the table's column: 'ER (memory_subjects=2)'."""
+    return _label(record["method"], variant_label(record))
 
 
 def report_frame(records: list[dict]):
@@ -55,7 +68,7 @@ def markdown_table(frame) -> str:
     """Table 3 layout: per dataset and setting, metrics as rows and methods as columns."""
     lines = []
     for (dataset, setting), block in frame.groupby(["dataset", "setting"], sort=True):
-        methods = [m + (f" ({v})" if v else "") for m, v in zip(block["method"], block["variant"])]
+        methods = [_label(m, v) for m, v in zip(block["method"], block["variant"])]
         runs = sorted(set(block["runs"]))
         lines += [f"### {dataset} ({setting}; runs: {', '.join(map(str, runs))})", ""]
         lines.append("| metric | " + " | ".join(methods) + " |")
@@ -93,7 +106,7 @@ def write_report(results, out=None) -> list[Path]:
     frame.to_csv(written[1], index=False)
     groups = {}
     for r in records:
-        groups.setdefault((r["dataset"], r["setting"]), {}).setdefault(r["method"], []).append(
+        groups.setdefault((r["dataset"], r["setting"]), {}).setdefault(method_label(r), []).append(
             np.asarray(r["accuracy_matrix"], dtype=float)
         )
     for (dataset, setting), methods in sorted(groups.items()):
@@ -105,7 +118,7 @@ def write_report(results, out=None) -> list[Path]:
         for method, matrices in sorted(methods.items()):
             ax = plot_accuracy_matrix(np.mean(matrices, axis=0))
             ax.set_title(f"{method} on {dataset}")
-            path = out / f"accuracy_matrix_{_slug(dataset)}_{_slug(setting)}_{method}.png"
+            path = out / f"accuracy_matrix_{_slug(dataset)}_{_slug(setting)}_{_slug(method)}.png"
             ax.figure.savefig(path, dpi=120)
             written.append(path)
     for (dataset, setting), curves in sorted(_budget_curves(records).items()):
@@ -143,7 +156,7 @@ def _budget_curves(records) -> dict:
         if percent is None:
             continue
         rest = ", ".join(f"{k}={v}" for k, v in settings.items()) or "default"
-        method = r["method"] + (f" ({v})" if (v := variant_label(r)) else "")
+        method = method_label(r)
         curves.setdefault((r["dataset"], rest), {}).setdefault(method, {}).setdefault(
             percent, []).append(100 * r["metrics"]["average_accuracy"])
     return {key: {m: points for m, points in methods.items() if len(points) > 1}

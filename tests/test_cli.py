@@ -153,6 +153,11 @@ def test_report_variants_and_memory_budget_curve(tmp_path):
            "| 90.0 (paper 87.8 ± 12.1, Δ +2.2) |" in table
     # only the 5% budget has a published row
     assert "| A_T | 60.0 |" in table and "70.0 (paper 97.2" in table
+    # one heatmap per variant, not their average
+    assert {p.name for p in written if p.name.startswith("accuracy_matrix_dsa_norm_batch")} == {
+        "accuracy_matrix_dsa_norm_batch_ER.png",
+        "accuracy_matrix_dsa_norm_batch_ER_memory_subjects_2.png",
+        "accuracy_matrix_dsa_norm_batch_ER_retrieval_subject_balanced.png"}
     (plot,) = [p for p in written if p.name.startswith("memory_budget")]
     assert plot.name == "memory_budget_dsa_default.png"
 
