@@ -24,7 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .benchmark import cell_params, load_results, summary_frame, variant_label
+from .benchmark import (
+    available_methods,
+    cell_params,
+    load_results,
+    summary_frame,
+    variant_label,
+)
 from .reference_results import published
 
 METRICS = ("A_T", "F_T", "A_cur")
@@ -144,8 +150,6 @@ def _budget_percent(value) -> float | None:
 def _budget_curves(records) -> dict:
     """``{(dataset, other settings): {method: {percent: [A_T, ...]}}}`` for every group
     of cells that differ only in their memory budget (two budgets or more)."""
-    from .benchmark import available_methods
-
     methods = available_methods()
     curves = {}
     for r in records:
