@@ -11,13 +11,19 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import numpy as np
 
 
 def _value(text: str):
-    """A command-line value as int, float, bool or str."""
+    """A command-line value as int, float, bool, a JSON object or str."""
+    if text.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{text!r} is not a JSON object: {exc}") from None
     for cast in (int, float):
         try:
             return cast(text)

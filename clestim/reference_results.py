@@ -76,6 +76,8 @@ TSCIL_GRIDS = {
              "lambda_proto": [10.0, 100.0]},
     "ASER": {"n_smp_per_class": [2, 4]},
     "CLOPS": {"beta_lr": [1e-4, 1e-5], "lambda_beta": [0.1, 1.0, 10.0, 100.0]},
+    "GR": {"generator_lr": [1e-3, 1e-4],
+           "generator_params": [{"recon_weight": w} for w in (1e-3, 1e-2, 0.1, 1.0, 10.0)]},
 }
 TSCIL_LR_SCHEDULES = ["step10", "step15", "onecycle"]
 

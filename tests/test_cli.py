@@ -249,3 +249,22 @@ def test_tune_searches_tscil_grid_unless_configured(tmp_path):
     fixed = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["LwF"],
                                        "tune": True, "params": {"LwF": {"lambda_kd": 1e4}}})
     assert fixed.grid_for("LwF") == {"lr_schedule": ["step10", "step15", "onecycle"]}
+
+
+def test_gr_grid_tunes_the_generator_and_set_takes_json_objects():
+    from clestim import benchmark
+    from clestim.cli import _config, _parser, _value
+
+    config = BenchmarkConfig.from_dict({"datasets": ["dsa"], "methods": ["GR"], "tune": True})
+    grid = config.grid_for("GR")
+    assert grid["generator_lr"] == [1e-3, 1e-4]
+    assert [p["recon_weight"] for p in grid["generator_params"]] == [1e-3, 1e-2, 0.1, 1.0, 10.0]
+    assert _value('{"recon_weight": 0.01}') == {"recon_weight": 0.01}
+    with pytest.raises(ValueError, match="not a JSON object"):
+        _value("{recon_weight: 0.01}")
+    args = _parser().parse_args(["bench", "--datasets", "dsa", "--methods", "GR",
+                                 "--set", 'GR.generator_params={"recon_weight": 0.01}'])
+    config = _config(args)
+    assert config.params == {"GR": {"generator_params": {"recon_weight": 0.01}}}
+    assert benchmark.make_estimator(config.cells()[0], config).generator_params == {
+        "recon_weight": 0.01}

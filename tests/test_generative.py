@@ -35,7 +35,7 @@ def test_time_vae_shapes_and_loss(length):
     recon, mu, log_var = vae(x)
     error = ((x - recon) ** 2).sum() + ((x.mean(-1) - recon.mean(-1)) ** 2).sum()
     kl = -0.5 * (1 + log_var - mu**2 - log_var.exp()).sum()
-    assert vae.loss(x).item() == pytest.approx((error + kl).item(), rel=1e-5)
+    assert vae.loss(x).item() == pytest.approx((0.1 * error + kl).item(), rel=1e-5)
     assert torch.equal(vae.sample(2, torch.Generator().manual_seed(1)),
                        vae.sample(2, torch.Generator().manual_seed(1)))
 
@@ -84,6 +84,9 @@ def test_swappable_generator_module_and_factory(uci_har_small):
     assert not torch.equal(est.generator_.mean, template.mean)  # the copy trained
     est = GR(**TINY).fit(X, y)
     assert isinstance(est.generator_, TimeVAE) and est.generator_.latent_dim == 16
+    est = GR(**{**TINY, "generator_params": {"recon_weight": 0.01}}).fit(X, y)
+    assert est.generator_.recon_weight == 0.01 and est.generator_.latent_dim == 16
+    assert TimeVAE(9, 128).recon_weight == 0.1  # TSCIL's default recon_wt
 
 
 def test_replayed_labels_are_old_classes(uci_har_small):
@@ -115,6 +118,9 @@ def test_default_generator_needs_series(uci_har_small):
         ({"generator": "vae"}, "generator"),
         ({"generator_epochs": 0}, "generator_epochs"),
         ({"generator_patience": 0}, "generator_patience"),
+        ({"generator_params": {"recon_weight": 0.1}, "generator": nn.Linear(1, 1)},
+         "generator_params"),
+        ({"generator_params": 0.1}, "generator_params"),
     ],
 )
 def test_bad_parameters(params, match, uci_har_small):

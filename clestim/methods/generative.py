@@ -47,6 +47,10 @@ class GR(ContinualClassifier):
         ``generator(n_channels, n_timepoints)`` (e.g. ``functools.partial(TimeVAE,
         recon_weight=0.1)``). It must have ``loss(x)`` and ``sample(n, generator)``
         (see :mod:`clestim.nets.generators`).
+    generator_params : dict or None, default=None
+        Keyword arguments for the default generator or a callable ``generator``
+        (e.g. ``{"recon_weight": 0.01}``); TSCIL tunes the VAE's ``recon_weight``
+        per run. Not allowed with a module.
     replay_ratio : float, default=0.5
         Share of the replayed term in the learner's and the generator's loss.
     replay_batch_size : int, default=32
@@ -81,6 +85,7 @@ class GR(ContinualClassifier):
         self,
         *,
         generator=None,
+        generator_params=None,
         replay_ratio=0.5,
         replay_batch_size=32,
         generator_epochs=100,
@@ -92,6 +97,7 @@ class GR(ContinualClassifier):
     ):
         super().__init__(batch_size=batch_size, patience=patience, **params)
         self.generator = generator
+        self.generator_params = generator_params
         self.replay_ratio = replay_ratio
         self.replay_batch_size = replay_batch_size
         self.generator_epochs = generator_epochs
@@ -104,6 +110,14 @@ class GR(ContinualClassifier):
                 or callable(self.generator)):
             raise ValueError(
                 f"generator must be None, a torch.nn.Module or a callable, got {self.generator!r}"
+            )
+        if self.generator_params is not None and (
+            not isinstance(self.generator_params, dict) or isinstance(self.generator, nn.Module)
+        ):
+            raise ValueError(
+                "generator_params must be a dict of keyword arguments for the default or "
+                f"a callable generator, got {self.generator_params!r} with "
+                f"generator={self.generator!r}"
             )
         if not 0.0 <= self.replay_ratio < 1.0:
             raise ValueError(f"replay_ratio must be in [0, 1), got {self.replay_ratio!r}")
@@ -125,7 +139,7 @@ class GR(ContinualClassifier):
                 "GR's generator needs series input (n_samples, n_channels, n_timepoints), "
                 f"got per-sample shape {self.input_shape_}; pass a generator module"
             )
-        return (self.generator or TimeVAE)(*self.input_shape_)
+        return (self.generator or TimeVAE)(*self.input_shape_, **(self.generator_params or {}))
 
     # -- lifecycle hooks ----------------------------------------------------------
     def _before_task(self, X, y, groups):
