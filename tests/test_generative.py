@@ -89,6 +89,33 @@ def test_swappable_generator_module_and_factory(uci_har_small):
     assert TimeVAE(9, 128).recon_weight == 0.1  # TSCIL's default recon_wt
 
 
+class _ConstantGenerator(nn.Module):
+    """A degenerate generator: every sample is the same series."""
+
+    def __init__(self, series):
+        super().__init__()
+        self.register_buffer("series", torch.as_tensor(series))
+        self.unused = nn.Parameter(torch.zeros(1))
+
+    def loss(self, x):
+        return (self.unused**2).sum()
+
+    @torch.no_grad()
+    def sample(self, n, generator=None):
+        return self.series.expand(n, *self.series.shape).clone()
+
+
+def test_warns_when_the_generator_replays_one_class(uci_har_small):
+    X, y = task(uci_har_small, range(4), n=15)
+    with pytest.warns(UserWarning, match="replay no other class") as record:
+        est = GR(**{**TINY, "generator": _ConstantGenerator(X[0])}).fit(X, y)
+    assert len(record) >= 1
+    assert est.replay_counts_.shape == (4,) and est.replay_counts_.sum() == 512
+    assert np.count_nonzero(est.replay_counts_) == 1  # one series, one label
+    only = est.classes_[est.replay_counts_ > 0].tolist()[0]
+    assert f"as class {only!r}" in str(record[-1].message)
+
+
 def test_replayed_labels_are_old_classes(uci_har_small):
     X, y = task(uci_har_small, range(4), n=15)
     est = GR(**TINY).partial_fit_task(X[y < 2], y[y < 2])

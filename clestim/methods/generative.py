@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import warnings
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -73,6 +75,11 @@ class GR(ContinualClassifier):
     ----------
     generator_ : nn.Module
         The generator after the last task.
+    replay_counts_ : ndarray of shape (n_classes,)
+        How many of 512 generator samples the network labels as each class of
+        ``classes_`` after the last task: the classes the next task would replay.
+        A ``UserWarning`` says so when they all fall in one class (a generator off
+        the data's distribution, see ``generator_params``).
 
     Examples
     --------
@@ -178,6 +185,22 @@ class GR(ContinualClassifier):
         del self._valid_X
         self._train_generator(self._tensor(X), self._tensor(valid))
         self.previous_ = None
+        self._check_replay_coverage()
+
+    def _check_replay_coverage(self, n: int = 512) -> None:
+        # A generator of its own, so checking does not change the training's randomness.
+        draws = torch.Generator().manual_seed(self.n_tasks_seen_)
+        labels = self._eval_forward(self.generator_.sample(n, draws)).argmax(1).cpu()
+        self.replay_counts_ = np.bincount(labels.numpy(), minlength=len(self.classes_))
+        if np.count_nonzero(self.replay_counts_) == 1 < len(self.classes_):
+            (only,) = self.classes_[self.replay_counts_ > 0].tolist()
+            warnings.warn(
+                f"GR: the network labels all {n} generator samples as class {only!r}, so the "
+                "next tasks will replay no other class: the generator's samples are off the "
+                "data's distribution (for TimeVAE, tune generator_params['recon_weight']: "
+                "lower for inputs with large values, higher for small ones)",
+                stacklevel=4,
+            )
 
     # -- the generator's training ----------------------------------------------------
     def _train_generator(self, X: torch.Tensor, X_valid: torch.Tensor) -> None:
