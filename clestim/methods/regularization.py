@@ -273,24 +273,36 @@ class EWC(QuadraticPenalty):
 
 
 def _per_sample_grads(module, params: dict, X: torch.Tensor, y: torch.Tensor) -> dict:
-    """Gradients of each sample's cross-entropy, stacked: ``{name: (n, *shape)}``."""
+    """Gradients of each sample's cross-entropy, stacked: ``{name: (n, *shape)}``.
+
+    Batched with ``torch.func.vmap``; a module vmap cannot batch (it raises a
+    ``RuntimeError``, ``NotImplementedError`` included) gets one backward pass per sample.
+    """
     try:
-        from torch.func import functional_call, grad, vmap
+        return _vmapped_grads(module, params, X, y)
+    except RuntimeError:
+        return _looped_grads(module, params, X, y)
 
-        def loss(p, x, t):
-            return F.cross_entropy(functional_call(module, p, (x[None],)), t[None])
 
-        detached = {n: p.detach() for n, p in params.items()}
-        return vmap(grad(loss), in_dims=(None, 0, 0))(detached, X, y)
-    except (RuntimeError, NotImplementedError):  # a module vmap cannot batch: loop
-        grads = {n: [] for n in params}
-        for x, t in zip(X, y):
-            module.zero_grad()
-            F.cross_entropy(module(x[None]), t[None]).backward()
-            for n, p in params.items():
-                grads[n].append(torch.zeros_like(p) if p.grad is None else p.grad.clone())
+def _vmapped_grads(module, params: dict, X: torch.Tensor, y: torch.Tensor) -> dict:
+    from torch.func import functional_call, grad, vmap
+
+    def loss(p, x, t):
+        return F.cross_entropy(functional_call(module, p, (x[None],)), t[None])
+
+    detached = {n: p.detach() for n, p in params.items()}
+    return vmap(grad(loss), in_dims=(None, 0, 0))(detached, X, y)
+
+
+def _looped_grads(module, params: dict, X: torch.Tensor, y: torch.Tensor) -> dict:
+    grads = {n: [] for n in params}
+    for x, t in zip(X, y):
         module.zero_grad()
-        return {n: torch.stack(g) for n, g in grads.items()}
+        F.cross_entropy(module(x[None]), t[None]).backward()
+        for n, p in params.items():
+            grads[n].append(torch.zeros_like(p) if p.grad is None else p.grad.clone())
+    module.zero_grad()
+    return {n: torch.stack(g) for n, g in grads.items()}
 
 
 def _grown_from(p: torch.Tensor, anchor: torch.Tensor) -> bool:
