@@ -1,5 +1,6 @@
 """Generative replay and its VAE on real UCI-HAR windows."""
 
+import copy
 import functools
 
 import numpy as np
@@ -38,6 +39,24 @@ def test_time_vae_shapes_and_loss(length):
     assert vae.loss(x).item() == pytest.approx((0.1 * error + kl).item(), rel=1e-5)
     assert torch.equal(vae.sample(2, torch.Generator().manual_seed(1)),
                        vae.sample(2, torch.Generator().manual_seed(1)))
+
+
+def test_time_vae_standardizes_per_channel_so_units_do_not_matter():
+    x = torch.randn(20, 3, 16)
+    units = torch.tensor([1.0, 10.0, 100.0]).view(3, 1)
+    torch.manual_seed(0)
+    vae = TimeVAE(3, 16, latent_dim=4, hidden=(8,), standardize=True).adapt(x).eval()
+    assert torch.allclose(vae.loc.squeeze(1), x.mean(dim=(0, 2)))
+    assert torch.allclose(vae.scale.squeeze(1), x.std(dim=(0, 2)))
+    scaled = copy.deepcopy(vae).adapt(x * units + 5.0)  # the same VAE, other units
+    assert scaled.loss(x * units + 5.0).item() == pytest.approx(vae.loss(x).item(), rel=1e-4)
+    assert torch.allclose(scaled.reconstruct(x * units + 5.0), vae.reconstruct(x) * units + 5.0,
+                          rtol=1e-4, atol=1e-3)
+    draws = [vae.sample(3, torch.Generator().manual_seed(2)),
+             scaled.sample(3, torch.Generator().manual_seed(2))]
+    assert torch.allclose(draws[1], draws[0] * units + 5.0, rtol=1e-4, atol=1e-3)
+    raw = TimeVAE(3, 16, latent_dim=4, hidden=(8,)).adapt(x * units)
+    assert torch.equal(raw.loc, torch.zeros(3, 1)) and torch.equal(raw.scale, torch.ones(3, 1))
 
 
 def test_gr_learns_and_forgets_less_than_naive(uci_har_small):
@@ -84,6 +103,10 @@ def test_swappable_generator_module_and_factory(uci_har_small):
     assert not torch.equal(est.generator_.mean, template.mean)  # the copy trained
     est = GR(**TINY).fit(X, y)
     assert isinstance(est.generator_, TimeVAE) and est.generator_.latent_dim == 16
+    assert torch.equal(est.generator_.scale, torch.ones(X.shape[1], 1))  # raw input by default
+    est = GR(**{**TINY, "generator_params": {"standardize": True}}).fit(X, y)
+    first = torch.tensor(X[np.isin(y, est.task_classes_[0])])  # the scaling of the first task
+    assert torch.allclose(est.generator_.loc.squeeze(1), first.mean(dim=(0, 2)), atol=1e-5)
     est = GR(**{**TINY, "generator_params": {"recon_weight": 0.01}}).fit(X, y)
     assert est.generator_.recon_weight == 0.01 and est.generator_.latent_dim == 16
     assert TimeVAE(9, 128).recon_weight == 0.1  # TSCIL's default recon_wt

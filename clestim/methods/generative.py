@@ -152,6 +152,8 @@ class GR(ContinualClassifier):
     def _before_task(self, X, y, groups):
         if not hasattr(self, "generator_"):
             self.generator_ = self._build_generator().to(self.device)
+            if hasattr(self.generator_, "adapt"):
+                self.generator_.adapt(self._tensor(X))
             self.generator_optimizer_ = torch.optim.Adam(
                 self.generator_.parameters(), lr=self.generator_lr
             )
@@ -198,7 +200,8 @@ class GR(ContinualClassifier):
                 f"GR: the network labels all {n} generator samples as class {only!r}, so the "
                 "next tasks will replay no other class: the generator's samples are off the "
                 "data's distribution (for TimeVAE, tune generator_params['recon_weight']: "
-                "lower for inputs with large values, higher for small ones)",
+                "lower for inputs with large values, higher for small ones; or set "
+                "generator_params['standardize']=True; or train it longer)",
                 stacklevel=4,
             )
 
