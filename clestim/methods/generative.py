@@ -51,7 +51,8 @@ class GR(ContinualClassifier):
         (see :mod:`clestim.nets.generators`).
     generator_params : dict or None, default=None
         Keyword arguments for the default generator or a callable ``generator``
-        (e.g. ``{"recon_weight": 0.01}``); TSCIL tunes the VAE's ``recon_weight``
+        (e.g. ``{"recon_weight": 0.01}``, or ``{"standardize": True}`` for a VAE
+        that standardises each channel); TSCIL tunes the VAE's ``recon_weight``
         per run. Not allowed with a module.
     replay_ratio : float, default=0.5
         Share of the replayed term in the learner's and the generator's loss.
