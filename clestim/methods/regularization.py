@@ -275,8 +275,8 @@ class EWC(QuadraticPenalty):
 def _per_sample_grads(module, params: dict, X: torch.Tensor, y: torch.Tensor) -> dict:
     """Gradients of each sample's cross-entropy, stacked: ``{name: (n, *shape)}``.
 
-    Batched with ``torch.func.vmap``; a module vmap cannot batch (it raises a
-    ``RuntimeError``, ``NotImplementedError`` included) gets one backward pass per sample.
+    Batched with ``torch.func.vmap``; for a module vmap cannot batch (vmap raises a
+    ``RuntimeError``) the same gradients come from one backward pass per sample.
     """
     try:
         return _vmapped_grads(module, params, X, y)
