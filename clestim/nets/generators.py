@@ -121,10 +121,10 @@ class TimeVAE(nn.Module):
         return self.decode(z), mu, log_var
 
     def _standardized(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.loc) / self.scale
+        return (x - self.loc) / self.scale if self.standardize else x
 
     def _in_data_units(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.scale + self.loc
+        return x * self.scale + self.loc if self.standardize else x
 
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         return self._in_data_units(self.forward(self._standardized(x))[0])
