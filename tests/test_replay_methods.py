@@ -161,3 +161,20 @@ def test_clops_beta_follows_its_gradient(uci_har_small):
     est.partial_fit_task(X[:8], y[:8])
     # one step over all 8 samples at initial weights: beta_i = 1 - ce_i / 8 < 1
     assert (est.beta_ < 1).all() and (est.beta_ > 1 - 5 / 8).all()
+
+
+def test_aser_one_forward_pass_over_new_and_memory_samples_with_batchnorm(uci_har_small):
+    # TSCIL's ASER normalises the concatenated batch jointly; two passes would not
+    X, y = _two_tasks(uci_har_small, n=8)
+    est = ASER(memory_size=8, norm="batch", **TINY).partial_fit_task(X[:16], y[:16])
+    Xt, yt = est._tensor(X[8:16]), torch.as_tensor(y[8:16])
+    memory = {"X": est._tensor(X[:8]), "y": torch.as_tensor(y[:8])}
+    est.memory_.sample = lambda *args, **kwargs: memory
+    est.module_.train()
+    with torch.no_grad():
+        loss = est._training_loss(Xt, yt)
+        labels = torch.cat([yt, memory["y"]])
+        joint = est._criterion(est.module_(torch.cat([Xt, memory["X"]])), labels)
+        separate = est._criterion(torch.cat(est._forward(Xt, memory["X"])), labels)
+    assert torch.allclose(loss, joint)
+    assert not torch.allclose(loss, separate)

@@ -27,6 +27,10 @@ class ASER(ER):
 
         loss = CE(f([x; x_mem]), [y; y_mem])
 
+    in one forward pass, also with BatchNorm: the layer normalises new and memory
+    samples with their joint batch statistics (ER and DER, as TSCIL's code, give
+    each batch its own pass and statistics).
+
     The memory is updated by Shapley value too (:class:`~clestim.memory.ASERUpdate`,
     as TSCIL's code): offered samples replace memory samples of lower value;
     ``aser_update=False`` uses reservoir sampling.
@@ -74,5 +78,5 @@ class ASER(ER):
         memory = self.memory_.sample(self.replay_batch_size, self._generator, X=X, y=y)
         if memory is None:
             return super(ER, self)._training_loss(X, y)
-        logits = torch.cat(self._forward(X, memory["X"]))
+        logits = self.module_(torch.cat([X, memory["X"]]))
         return self._criterion(logits, torch.cat([y, memory["y"]]))
