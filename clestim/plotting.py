@@ -22,6 +22,24 @@ from .metrics import average_accuracies, check_accuracy_matrix
 __all__ = ["plot_average_accuracy", "plot_accuracy_matrix", "plot_memory_budget"]
 
 
+_MARKERS = "osD^v"
+_LINESTYLES = ("-", "--", ":", "-.")
+
+
+def _style(i: int) -> dict:
+    """A look of its own for the i-th line: ten colours, then a new marker and dash."""
+    k = i // 10
+    return {"color": f"C{i % 10}", "marker": _MARKERS[k % len(_MARKERS)],
+            "linestyle": _LINESTYLES[k % len(_LINESTYLES)]}
+
+
+def _finish(ax):
+    """Legend beside the axes (it never hides a line), light grid."""
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.grid(alpha=0.3)
+    return ax
+
+
 def _axes(ax, figsize):
     if ax is not None:
         return ax
@@ -33,7 +51,7 @@ def _axes(ax, figsize):
 
 
 def plot_average_accuracy(
-    results, *, confidence=0.95, percent=True, ax=None, markers=True, figsize=(5, 3.5)
+    results, *, confidence=0.95, percent=True, ax=None, markers=True, figsize=(6.5, 3.5)
 ):
     """Plot :math:`\\mathcal{A}_i` against the task index, one line per method.
 
@@ -67,19 +85,18 @@ def plot_average_accuracy(
         raise ValueError("results is empty: give at least one method.")
     ax = _axes(ax, figsize)
     scale = 100.0 if percent else 1.0
-    for name, res in results.items():
+    for i, (name, res) in enumerate(results.items()):
         curves = _curves(res) * scale
         mean, half = confidence_interval(curves, confidence=confidence)
         x = np.arange(1, curves.shape[1] + 1)
-        (line,) = ax.plot(x, mean, marker="o" if markers else None, label=str(name))
+        style = _style(i) | ({} if markers else {"marker": None})
+        ax.plot(x, mean, label=str(name), **style)
         if curves.shape[0] > 1:
-            ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.2)
+            ax.fill_between(x, mean - half, mean + half, color=style["color"], alpha=0.2)
     ax.set_xlabel("task $i$")
     ax.set_ylabel("average accuracy $\\mathcal{A}_i$" + (" (%)" if percent else ""))
     ax.set_xticks(x)
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    return ax
+    return _finish(ax)
 
 
 def _curves(res) -> np.ndarray:
@@ -166,7 +183,7 @@ def plot_accuracy_matrix(
     return ax
 
 
-def plot_memory_budget(curves, *, confidence=0.95, ax=None, figsize=(5, 3.5)):
+def plot_memory_budget(curves, *, confidence=0.95, ax=None, figsize=(6.5, 3.5)):
     """Plot the final average accuracy :math:`\\mathcal{A}_T` against the memory budget.
 
     Parameters
@@ -191,18 +208,16 @@ def plot_memory_budget(curves, *, confidence=0.95, ax=None, figsize=(5, 3.5)):
         raise ValueError("curves is empty: give at least one method.")
     ax = _axes(ax, figsize)
     budgets = sorted({b for points in curves.values() for b in points})
-    for name, points in curves.items():
+    for i, (name, points) in enumerate(curves.items()):
         x = sorted(points)
         stats = [confidence_interval(np.asarray(points[b], float), confidence=confidence)
                  for b in x]
         mean = np.array([m for m, _ in stats])
         half = np.array([h if len(points[b]) > 1 else 0.0 for b, (_, h) in zip(x, stats)])
-        ax.errorbar(x, mean, yerr=half, marker="o", capsize=3, label=str(name))
+        ax.errorbar(x, mean, yerr=half, capsize=3, label=str(name), **_style(i))
     ax.set_xscale("log")
     ax.set_xticks(budgets, [f"{b:g}%" for b in budgets])
     ax.minorticks_off()
     ax.set_xlabel("memory budget (% of the training samples)")
     ax.set_ylabel("final average accuracy $\\mathcal{A}_T$ (%)")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    return ax
+    return _finish(ax)

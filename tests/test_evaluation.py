@@ -20,7 +20,11 @@ from clestim.evaluation import (  # noqa: E402
     evaluate_runs,
     evaluate_stream,
 )
-from clestim.plotting import plot_accuracy_matrix, plot_average_accuracy  # noqa: E402
+from clestim.plotting import (  # noqa: E402
+    plot_accuracy_matrix,
+    plot_average_accuracy,
+    plot_memory_budget,
+)
 from clestim.streams import (  # noqa: E402
     BasicScenario,
     ClassIncremental,
@@ -247,6 +251,18 @@ def test_plots_return_axes():
     assert ax2.figure is not None
     with pytest.raises(ValueError, match="empty"):
         plot_average_accuracy({})
+
+
+def test_every_line_has_a_look_of_its_own():
+    # 13 methods (TSCIL's table) outnumber the 10 default colours
+    results = {f"m{i}": np.array([[0.5 + i / 100]]) for i in range(13)}
+    lines = plot_average_accuracy(results).get_lines()
+    looks = {(ln.get_color(), ln.get_marker(), ln.get_linestyle()) for ln in lines}
+    assert len(looks) == 13
+    budget = plot_memory_budget({f"m{i}": {1: [50.0], 5: [60.0]} for i in range(13)})
+    lines = [container.lines[0] for container in budget.containers]  # the data, not the caps
+    looks = {(ln.get_color(), ln.get_marker(), ln.get_linestyle()) for ln in lines}
+    assert len(lines) == len(looks) == 13
 
 
 def test_results_feed_the_plot(data):
