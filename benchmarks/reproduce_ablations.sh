@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/env.sh
 runs=${1:-1}
-methods=${2:-ER}   # the paper's Figure 3 uses ER,DER,Herding,ASER
+methods=${2:-ER,DER,Herding,ASER}   # the paper's Figure 3
 data=${CLESTIM_SHARED_DATA:-../shared/data}
 
 subjects=benchmarks/results/tscil_subjects
@@ -24,8 +24,10 @@ budget=benchmarks/results/memory_budget
 # The 5% point is the main table's cell (TSCIL's budget): copy it when it is there, else run it.
 mkdir -p "$budget/cells"
 for m in ${methods//,/ }; do
-  cp -n benchmarks/results/tscil_layer/cells/{dsa,uci_har}__"$m"__norm-layer__*.json \
-    "$budget/cells/" 2>/dev/null || true
+  for ((r = 0; r < runs; r++)); do
+    cp -n benchmarks/results/tscil_layer/cells/{dsa,uci_har}__"$m"__norm-layer__*__run$r.json \
+      "$budget/cells/" 2>/dev/null || true
+  done
 done
 clestim bench --datasets dsa,uci_har --data-home "$data" --methods "$methods" --norm layer \
   --runs "$runs" --results "$budget" --no-progress
