@@ -45,12 +45,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils import TransformerTags
 from sklearn.utils.validation import check_is_fitted, check_random_state
 from torch import nn
 from torch.nn import functional as F
 
 from ._training import LR_SCHEDULES, TaskNet, TensorDataset, task_callbacks
+from ._validation import LabelSpace, check_X, check_y, in_order, input_attributes
 from .nets import BACKBONES, ContinualNetwork, InputNorm, SplitCosineLinear
 from .nets.norms import INPUT_NORMS, NORMS
 
@@ -61,6 +63,10 @@ ARCHITECTURE_PARAMS = (
 CLASSIFIERS = ("softmax", "bce", "cosine", "ncm")
 _OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 _EVAL_BATCH = 512
+#: What ``backbone='auto'`` builds for 2-D and 3-D input.
+_AUTO_BACKBONES = {2: "mlp", 3: "cnn"}
+#: ``input_norm``: 'auto' chooses by the data (see ``ContinualClassifier``).
+INPUT_NORM_CHOICES = ("auto", *INPUT_NORMS)
 
 
 class ContinualClassifier(ClassifierMixin, BaseEstimator):
@@ -72,15 +78,25 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    backbone : {'cnn', 'transformer', 'mlp'} or torch.nn.Module, default='cnn'
-        Feature extractor. A module must map the (normalised) input to
-        ``(n_samples, n_features)``; ``out_features`` is inferred when missing.
+    backbone : {'auto', 'cnn', 'transformer', 'mlp'} or torch.nn.Module, default='auto'
+        Feature extractor. ``'auto'`` builds the 1D-CNN of TSCIL for 3-D input
+        (n_samples, n_channels, n_timepoints) and the MLP for 2-D (tabular) input
+        (n_samples, n_features). A module must map the (normalised) input to
+        ``(n_samples, n_features)``; ``out_features`` is inferred when missing. Input
+        of more dimensions (e.g. video) needs a module that takes it.
     backbone_params : dict, optional
         Extra keyword arguments of a named backbone (for example ``{'d_model': 64}``).
     norm : {'layer', 'batch'}, default='layer'
         Normalisation inside a named backbone.
-    input_norm : {'layer', 'instance'} or None, default='layer'
+    input_norm : {'auto', 'layer', 'instance'} or None, default='auto'
         Non-trainable per-sample input normalisation (TSCIL's LN/IN input layer).
+        ``'layer'`` normalises the channels at each time step (TSCIL's default);
+        ``'instance'`` normalises each channel over time (for one channel: the
+        per-series z-normalisation of UCR practice). ``'auto'`` chooses by the
+        first task's data: ``'layer'`` for series of >= 2 channels, ``'instance'``
+        for a single channel, None for 2-D (tabular) input; the choice is stored in
+        ``input_norm_``. ``'layer'`` on one channel raises ``ValueError`` (it would
+        set every value to 0).
     dropout : float, default=0.0
         Dropout of a named backbone (TSCIL: 0 for UCI-HAR and UWave, 0.3 otherwise).
     classifier : {'softmax', 'bce', 'cosine', 'ncm'}, default='softmax'
@@ -114,8 +130,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     grad_clip : float or None, default=1.0
         Maximum gradient norm.
     stream : splitter, optional
-        The task stream :meth:`fit` runs; defaults to
-        ``ClassIncremental(classes_per_task=2, shuffle=False)``.
+        The task stream :meth:`fit` runs (a clone of it: the parameter is never
+        changed); defaults to ``ClassIncremental(classes_per_task=2, shuffle=False,
+        remainder='last')``: two classes per task in order of first appearance, an
+        odd class joining the last task, and a single task for a single class.
     snapshot_dir : str or Path, optional
         Where the weights after each task are saved; by default they are kept in
         memory. Snapshots let :meth:`predict` answer ``after_task=i``.
@@ -127,9 +145,22 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_ : ndarray
-        Labels in order of first appearance.
+        The labels seen (or declared), sorted as :func:`numpy.unique` sorts them;
+        the columns of :meth:`predict_proba` and :meth:`decision_function` follow it.
     task_classes_ : list of ndarray
-        The labels of each task learned.
+        The labels of each task learned, in the order they appeared in the task.
+    n_features_in_ : int
+        ``X.shape[1]``: features of 2-D input, channels of 3-D input.
+    n_timepoints_in_ : int or None
+        Series length of 3-D input (None for 2-D input).
+    input_shape_ : tuple
+        Per-sample shape of the input (``X.shape[1:]``).
+    feature_names_in_ : ndarray of str
+        Column names, when the first task's ``X`` was a DataFrame.
+    input_norm_ : str or None
+        The input normalisation in use (``input_norm='auto'`` resolved).
+    stream_ : splitter
+        The clone of ``stream`` that :meth:`fit` split the data with.
     n_tasks_seen_ : int
     module_ : ContinualNetwork
     history_ : list of list of dict
@@ -139,10 +170,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         *,
-        backbone="cnn",
+        backbone="auto",
         backbone_params=None,
         norm="layer",
-        input_norm="layer",
+        input_norm="auto",
         dropout=0.0,
         classifier="softmax",
         lr=1e-3,
@@ -182,24 +213,30 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ params
-    @classmethod
-    def _get_param_names(cls):
-        """Keyword parameters of every ``__init__`` in the class hierarchy.
+    def __init_subclass__(cls, **kwargs):
+        """Give a method's ``__init__`` the full signature of every parameter.
 
         A method's ``__init__`` declares only its own parameters (and changed
-        defaults) and passes the rest on with ``**params``.
+        defaults) and passes the rest on with ``**params``; its ``__signature__``
+        lists them all with their defaults, so ``inspect.signature``, ``get_params``
+        and the changed-only ``repr`` of scikit-learn see every parameter.
         """
-        names = set()
-        for klass in cls.__mro__:
-            if not (isinstance(klass, type) and issubclass(klass, ContinualClassifier)):
-                continue
-            init = klass.__dict__.get("__init__")
-            if init is None:
-                continue
-            for p in inspect.signature(init).parameters.values():
-                if p.name != "self" and p.kind is p.KEYWORD_ONLY:
-                    names.add(p.name)
-        return sorted(names)
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            init.__signature__ = _full_signature(init, super(cls, cls).__init__)
+
+    @classmethod
+    def _get_param_names(cls):
+        """The keyword parameters of the (full) ``__init__`` signature, sorted."""
+        params = inspect.signature(cls.__init__).parameters.values()
+        return sorted(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.transformer_tags = TransformerTags(preserves_dtype=["float32"])
+        return tags
 
     def _check_params(self):
         def positive_int(name):
@@ -221,11 +258,17 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if self.norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
-        if self.input_norm not in INPUT_NORMS:
-            raise ValueError(f"input_norm must be one of {INPUT_NORMS}, got {self.input_norm!r}")
-        if not (isinstance(self.backbone, nn.Module) or self.backbone in BACKBONES):
+        if self.input_norm not in INPUT_NORM_CHOICES:
             raise ValueError(
-                f"backbone must be one of {sorted(BACKBONES)} or a torch.nn.Module, "
+                f"input_norm must be one of {INPUT_NORM_CHOICES}, got {self.input_norm!r}"
+            )
+        if not (
+            isinstance(self.backbone, nn.Module)
+            or self.backbone == "auto"
+            or self.backbone in BACKBONES
+        ):
+            raise ValueError(
+                f"backbone must be 'auto', one of {sorted(BACKBONES)} or a torch.nn.Module, "
                 f"got {self.backbone!r}"
             )
         if self.classifier not in CLASSIFIERS:
@@ -243,56 +286,75 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             )
 
     # ------------------------------------------------------------ validation
-    def _validate_X(self, X, check_shape: bool = True) -> np.ndarray:
-        if isinstance(X, torch.Tensor):
-            X = X.detach().cpu().numpy()
-        try:
-            X = np.asarray(X, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"X must be a numeric array, could not convert it: {exc}") from exc
-        if X.ndim < 2:
-            raise ValueError(
-                f"X must be 2-D (n_samples, n_features) or 3-D (n_samples, n_channels, "
-                f"n_timepoints), got shape {X.shape}"
-            )
-        if self.backbone in ("cnn", "transformer") and X.ndim != 3:
-            raise ValueError(
-                f"backbone={self.backbone!r} needs 3-D input (n_samples, n_channels, "
-                f"n_timepoints), got shape {X.shape}"
-            )
-        if len(X) == 0:
-            raise ValueError("X is empty: a task needs at least one sample")
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinite values")
-        expected = getattr(self, "input_shape_", None) if check_shape else None
-        if expected is not None and X.shape[1:] != expected:
-            raise ValueError(
-                f"X has per-sample shape {X.shape[1:]} but the estimator was fitted on "
-                f"{expected} (n_channels, n_timepoints must stay the same across tasks)"
-            )
+    def _validate_X(self, X, reset: bool = False) -> np.ndarray:
+        """``X`` checked by :func:`clestim._validation.check_X`; on a first task
+        (``reset``) also against what the backbone accepts."""
+        X = check_X(self, X, reset=reset)
+        if reset:
+            backbone = self._backbone_name(X.ndim)
+            if backbone in ("cnn", "transformer") and X.ndim != 3:
+                raise ValueError(
+                    f"backbone={self.backbone!r} needs 3-D input (n_samples, n_channels, "
+                    f"n_timepoints), got shape {X.shape}"
+                )
         return X
 
+    def _backbone_name(self, ndim: int) -> str | None:
+        """The named backbone for ``ndim``-D input ('auto' resolved); None for a module."""
+        if isinstance(self.backbone, nn.Module):
+            return None
+        if self.backbone != "auto":
+            return self.backbone
+        if ndim in _AUTO_BACKBONES:
+            return _AUTO_BACKBONES[ndim]
+        raise ValueError(
+            f"backbone='auto' picks 'mlp' for 2-D and 'cnn' for 3-D input; for {ndim}-D "
+            "input pass a torch.nn.Module that accepts it"
+        )
+
+    def _input_norm_kind(self, X: np.ndarray) -> str | None:
+        """The input normalisation for data shaped like ``X`` ('auto' resolved)."""
+        kind = self.input_norm
+        if kind == "auto":
+            if X.ndim != 3:
+                return None
+            return "layer" if X.shape[1] >= 2 else "instance"
+        if kind == "layer" and X.ndim == 3 and X.shape[1] == 1:
+            raise ValueError(
+                "input_norm='layer' normalises the channels at each time step; with a "
+                "single channel that sets every value to 0. Use input_norm='instance' "
+                "(per-series z-normalisation), 'auto' or None"
+            )
+        if kind == "instance" and X.ndim != 3:
+            raise ValueError(
+                "input_norm='instance' needs (n_samples, n_channels, n_timepoints) input, "
+                f"got shape {X.shape}"
+            )
+        return kind
+
     @staticmethod
-    def _validate_y(y, n_samples: int) -> np.ndarray:
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D, got shape {y.shape}")
-        if len(y) != n_samples:
-            raise ValueError(f"y has {len(y)} labels but X has {n_samples} samples")
-        if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinite labels")
-        if y.dtype.kind == "O" and any(
-            v is None or (isinstance(v, float) and v != v) for v in y
-        ):
-            raise ValueError("y contains missing labels (None or NaN)")
-        return y
+    def _check_groups(groups, n_samples: int):
+        if groups is None:
+            return None
+        groups = np.asarray(groups)
+        if groups.shape != (n_samples,):
+            raise ValueError(f"groups must have shape ({n_samples},), got {groups.shape}")
+        return groups
+
+    def _own_rng(self):
+        """A context in which torch's global RNG may be reseeded: its state (CPU, and
+        the CUDA devices when fitting on one) is restored on exit, so fitting and
+        predicting never change the caller's global random state."""
+        cuda = torch.device(self.device).type == "cuda" and torch.cuda.is_available()
+        devices = list(range(torch.cuda.device_count())) if cuda else []
+        return torch.random.fork_rng(devices=devices)
 
     # ------------------------------------------------------------- lifecycle
-    def fit(self, X, y, groups=None):
+    def fit(self, X, y, groups=None, classes=None):
         """Learn a whole task stream from scratch.
 
-        The ``stream`` splitter cuts ``(X, y)`` into tasks, learned in order with
-        :meth:`partial_fit_task`.
+        A clone of the ``stream`` splitter (the parameter itself is left as it is)
+        cuts ``(X, y)`` into tasks, learned in order with :meth:`partial_fit_task`.
 
         Parameters
         ----------
@@ -300,22 +362,38 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
         groups : array-like of shape (n_samples,), optional
             Subject or domain ids, passed to the stream and to the method.
+        classes : array-like, optional
+            The whole label space, declared up front (see :meth:`partial_fit_task`).
 
         Returns
         -------
         self
         """
-        X = self._validate_X(X, check_shape=False)
-        y = self._validate_y(y, len(X))
-        groups = None if groups is None else np.asarray(groups)
         from .streams import default_stream
 
-        stream = default_stream() if self.stream is None else self.stream
-        self._reset()
-        for t, idx in enumerate(stream.split(X, y, groups)):
-            y_task = stream.relabel(y[idx], t) if hasattr(stream, "relabel") else y[idx]
-            self.partial_fit_task(X[idx], y_task, None if groups is None else groups[idx])
+        with self._own_rng():
+            self._check_params()
+            X_raw, X = X, self._validate_X(X, reset=True)
+            y = check_y(y, len(X))
+            groups = self._check_groups(groups, len(X))
+            self._input_norm_kind(X)
+            LabelSpace().extended(y, classes)
+            stream = clone(default_stream() if self.stream is None else self.stream)
+            tasks = list(stream.split(X, y, groups))
+            self._reset()
+            for t, idx in enumerate(tasks):
+                y_task = stream.relabel(y[idx], t) if hasattr(stream, "relabel") else y[idx]
+                g_task = None if groups is None else groups[idx]
+                self.partial_fit_task(X[idx], y_task, g_task, classes=classes if t == 0 else None)
+            self.stream_ = stream
+            names = input_attributes(X_raw, X).get("feature_names_in_")
+            if names is not None:
+                self.feature_names_in_ = names
         return self
+
+    def fit_transform(self, X, y, groups=None, **fit_params) -> np.ndarray:
+        """:meth:`fit`, then :meth:`transform` of the same ``X``."""
+        return self.fit(X, y, groups, **fit_params).transform(X)
 
     def _reset(self) -> None:
         """Forget everything learned: every attribute that is not a parameter."""
@@ -323,7 +401,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         for name in [k for k in vars(self) if k not in params]:
             delattr(self, name)
 
-    def partial_fit_task(self, X, y, groups=None):
+    def partial_fit_task(self, X, y, groups=None, classes=None):
         """Learn one task.
 
         Parameters
@@ -333,36 +411,77 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             Labels of any hashable type. Classes may be new or seen before.
         groups : array-like of shape (n_samples,), optional
             Subject or domain ids (used by subject-aware methods).
+        classes : array-like, optional
+            Declares the label space, as scikit-learn's ``partial_fit(X, y, classes)``:
+            the head gets an output for each class at once (in the order given), even
+            for classes this task does not hold, and a later label outside them
+            raises ``ValueError``. Once declared, a later ``classes`` must name the
+            same set. Without it the head grows as classes arrive.
 
         Returns
         -------
         self
         """
-        self._check_params()
-        X = self._validate_X(X)
-        y = self._validate_y(y, len(X))
-        if groups is not None:
-            groups = np.asarray(groups)
-            if groups.shape != (len(X),):
-                raise ValueError(f"groups must have shape ({len(X)},), got {groups.shape}")
-        first = not hasattr(self, "module_")
-        if not first:
-            self._check_architecture_unchanged()
-        new_classes = self._new_classes(y)
-        # -- validation done: from here on the estimator changes ----------------
-        if first:
-            self._initialize(X)
+        with self._own_rng():
+            self._check_params()
+            first = not hasattr(self, "module_")
+            X_raw, X = X, self._validate_X(X, reset=first)
+            y = check_y(y, len(X))
+            groups = self._check_groups(groups, len(X))
+            if not first:
+                self._check_architecture_unchanged()
+            labels = getattr(self, "_labels", LabelSpace()).extended(y, classes)
+            self._check_task(X, y, groups)
+            fresh = self._fresh_state(X, X_raw) if first else None
+            # -- validation done: from here on the estimator changes ------------
+            if first:
+                self.__dict__.update(fresh)
+            self._set_labels(labels)
+            self._learn_task(X, y, groups)
+        return self
+
+    def initialize(self, X, classes):
+        """Build the untrained network for inputs shaped like ``X`` and a head for
+        ``classes``, without learning a task.
+
+        The network then answers :meth:`predict` and :meth:`decision_function` over
+        ``classes``: the zero-shot baseline of forward transfer. Later
+        :meth:`partial_fit_task` calls continue from it exactly as if the first of
+        them had declared ``classes`` itself (same ``random_state``, same weights).
+
+        Parameters
+        ----------
+        X : array-like
+            Any samples shaped like the training data (only their shape is used).
+        classes : array-like
+            The label space (see :meth:`partial_fit_task`).
+
+        Returns
+        -------
+        self
+        """
+        with self._own_rng():
+            self._check_params()
+            X_raw, X = X, self._validate_X(X, reset=True)
+            labels = LabelSpace().extended(np.empty(0), classes)
+            fresh = self._fresh_state(X, X_raw)
+            self._reset()
+            self.__dict__.update(fresh)
+            self._set_labels(labels)
+            self.module_.head.grow(len(self._head_classes) - self.module_.n_classes)
+        return self
+
+    def _learn_task(self, X, y, groups) -> None:
         t = self.n_tasks_seen_
         seed = int(self._rng_state.randint(2**31 - 1))
         torch.manual_seed(seed)
         self._generator = torch.Generator().manual_seed(seed)
-        self._add_classes(new_classes)
         y_enc = self._encode(y)
         self.n_train_seen_ += len(y)
         start = time.perf_counter()
 
         self._before_task(X, y_enc, groups)
-        self.module_.head.grow(len(self.classes_) - self.module_.n_classes)
+        self.module_.head.grow(len(self._head_classes) - self.module_.n_classes)
         train_idx, valid_idx = self._validation_split(y_enc)
         train = _subset(train_idx, X, y_enc, groups)
         train_fit, valid_fit = self._task_data(train, _subset(valid_idx, X, y_enc, groups))
@@ -371,12 +490,11 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         if self.classifier == "ncm":
             self.class_means_.append(self._class_means())
 
-        self.task_classes_.append(self.classes_[_in_order(y_enc)])
+        self.task_classes_.append(self._head_classes[in_order(y_enc)])
         self.history_.append(history)
         self.task_fit_time_.append(time.perf_counter() - start)
         self._save_snapshot()
         self.n_tasks_seen_ += 1
-        return self
 
     def _check_architecture_unchanged(self):
         for name in ARCHITECTURE_PARAMS:
@@ -387,39 +505,73 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
                     "clone() the estimator."
                 )
 
-    def _new_classes(self, y) -> list:
-        known = getattr(self, "_class_index_state", {})
-        return [c for c in _in_order(y) if c not in known]
+    def _check_task(self, X: np.ndarray, y: np.ndarray, groups) -> None:
+        """Called after input validation and before anything changes (``y`` holds the
+        original labels): raise ``ValueError`` to reject the task, which leaves the
+        estimator as it was."""
 
-    def _initialize(self, X: np.ndarray) -> None:
-        self._rng_state = check_random_state(self.random_state)
+    def _fresh_state(self, X: np.ndarray, X_raw) -> dict:
+        """The attributes of an estimator that has learned nothing yet, for inputs
+        shaped like ``X``; raises ``ValueError`` when the network cannot take them."""
         if isinstance(self.random_state, np.random.RandomState):
-            self._rng_state = copy.deepcopy(self.random_state)
-        torch.manual_seed(int(self._rng_state.randint(2**31 - 1)))
-        self._architecture_state = {n: copy.deepcopy(getattr(self, n)) for n in ARCHITECTURE_PARAMS}
-        self.input_shape_ = X.shape[1:]
-        self.module_ = self._build_module(X.shape[1:]).to(self.device)
-        self.classes_ = np.empty(0)
-        self._class_index_state = {}
-        self.task_classes_ = []
-        self.history_ = []
-        self.task_fit_time_ = []
-        self.snapshots_ = []
-        self.class_means_ = []
-        self.n_tasks_seen_ = 0
-        self.n_train_seen_ = 0
+            rng = copy.deepcopy(self.random_state)
+        elif self.random_state is None:
+            rng = np.random.RandomState()  # fresh entropy, not numpy's global state
+        else:
+            rng = check_random_state(self.random_state)
+        torch.manual_seed(int(rng.randint(2**31 - 1)))
+        input_norm = self._input_norm_kind(X)
+        module = self._build_module(X.shape[1:], input_norm, self._backbone_name(X.ndim))
+        self._check_network_accepts(module, X)
+        return {
+            "_rng_state": rng,
+            "_architecture_state": {
+                n: copy.deepcopy(getattr(self, n)) for n in ARCHITECTURE_PARAMS
+            },
+            **input_attributes(X_raw, X),
+            "input_norm_": input_norm,
+            "module_": module.to(self.device),
+            "task_classes_": [],
+            "history_": [],
+            "task_fit_time_": [],
+            "snapshots_": [],
+            "class_means_": [],
+            "n_tasks_seen_": 0,
+            "n_train_seen_": 0,
+        }
 
-    def _build_module(self, input_shape) -> ContinualNetwork:
+    @staticmethod
+    @torch.no_grad()
+    def _check_network_accepts(module: nn.Module, X: np.ndarray) -> None:
+        """One eval-mode forward pass of two samples (no randomness drawn): a clear
+        ``ValueError`` instead of a torch error deep inside training."""
+        try:
+            module.eval()(torch.as_tensor(X[:2]))
+        except RuntimeError as exc:
+            hint = ""
+            if X.ndim == 3 and X.shape[1] > X.shape[2]:
+                hint = (
+                    f" X has {X.shape[1]} channels and {X.shape[2]} time points: if its "
+                    "axes are (n_samples, n_timepoints, n_channels), pass "
+                    "X.transpose(0, 2, 1) (clestim expects (n_samples, n_channels, "
+                    "n_timepoints))."
+                )
+            raise ValueError(
+                f"the network cannot process input of per-sample shape {X.shape[1:]} "
+                f"(is the series too short for the backbone?).{hint} Torch said: {exc}"
+            ) from exc
+
+    def _build_module(self, input_shape, input_norm, backbone_name) -> ContinualNetwork:
         n_channels = input_shape[0]
         params = dict(self.backbone_params or {})
         if isinstance(self.backbone, nn.Module):
             backbone = copy.deepcopy(self.backbone)
-        elif self.backbone == "mlp":
+        elif backbone_name == "mlp":
             backbone = BACKBONES["mlp"](
                 int(np.prod(input_shape)), norm=self.norm, dropout=self.dropout, **params
             )
         else:
-            backbone = BACKBONES[self.backbone](
+            backbone = BACKBONES[backbone_name](
                 n_channels, norm=self.norm, dropout=self.dropout, **params
             )
         if not hasattr(backbone, "out_features"):
@@ -427,21 +579,18 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
                 backbone.eval()
                 backbone.out_features = int(backbone(torch.zeros(2, *input_shape)).shape[-1])
         head = SplitCosineLinear(backbone.out_features) if self.classifier == "cosine" else None
-        return ContinualNetwork(backbone, InputNorm(self.input_norm, n_channels), head)
+        return ContinualNetwork(backbone, InputNorm(input_norm, n_channels), head)
 
-    def _add_classes(self, new_classes: list) -> None:
-        if not new_classes:
-            return
-        labels = list(self.classes_) + list(new_classes)
-        typed = np.asarray(labels)
-        if typed.dtype.kind == "O" or any(a != b for a, b in zip(typed.tolist(), labels)):
-            typed = np.empty(len(labels), dtype=object)
-            typed[:] = labels
-        self.classes_ = typed
-        self._class_index_state = {c: i for i, c in enumerate(labels)}
+    def _set_labels(self, labels: LabelSpace) -> None:
+        """Adopt a label space: ``classes_`` sorted, the head's row order internal."""
+        self._labels = labels
+        self._head_classes = labels.head
+        self._class_index_state = labels.index
+        self.classes_ = labels.classes
 
     def _encode(self, y) -> np.ndarray:
-        return np.fromiter((self._class_index_state[c] for c in y), dtype=np.int64, count=len(y))
+        """Head rows of the labels ``y`` (what methods and buffers store)."""
+        return self._labels.encode(y)
 
     def _tensor(self, a, dtype=torch.float32) -> torch.Tensor:
         return torch.as_tensor(a, dtype=dtype).to(self.device)
@@ -534,10 +683,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         return type(self)._memory_samples is not ContinualClassifier._memory_samples
 
     def _class_means(self) -> torch.Tensor:
-        """Mean embedding of each class's memory samples, shape (n_classes_, D);
+        """Mean embedding of each class's memory samples, one row per head row;
         ``NaN`` rows for classes without a sample in memory."""
         X, y = self._memory_samples()
-        means = torch.full((len(self.classes_), self.module_.backbone.out_features), torch.nan)
+        means = torch.full((len(self._head_classes), self.module_.backbone.out_features), torch.nan)
         if len(y):
             features = self._eval_forward(X, self.module_.features).cpu()
             y = y.cpu()
@@ -627,8 +776,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     # -------------------------------------------------------------- inference
     def _check_X_predict(self, X) -> np.ndarray:
         check_is_fitted(self, "module_")
-        X = self._validate_X(X)
-        return X
+        return self._validate_X(X)
 
     @torch.no_grad()
     def _apply(self, module_fn, X: np.ndarray) -> np.ndarray:
@@ -637,8 +785,34 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             out.append(module_fn(self._tensor(X[start : start + _EVAL_BATCH])).cpu())
         return torch.cat(out).numpy()
 
+    def _head_scores(self, X, task=None, after_task=None) -> np.ndarray:
+        """Scores of every class in head-row order (``_head_classes``); computing in
+        this order and reordering last keeps every number as the head gives it."""
+        X = self._check_X_predict(X)
+        module = self._module_after(after_task)
+        if task is not None and not -self.n_tasks_seen_ <= task < self.n_tasks_seen_:
+            raise ValueError(f"task must be in [0, {self.n_tasks_seen_ - 1}], got {task}")
+        with self._own_rng():
+            module.eval()
+            if self.classifier == "ncm":
+                logits = self._ncm_scores(module, X, after_task)
+            else:
+                logits = self._apply(module, X)
+        # Head rows are in order of arrival; a snapshot's head may have fewer rows.
+        scores = np.full((len(X), len(self._head_classes)), -np.inf, dtype=np.float32)
+        scores[:, : logits.shape[1]] = logits
+        if task is not None:
+            mask = np.ones(len(self._head_classes), dtype=bool)
+            mask[self._encode(self.task_classes_[task])] = False
+            scores[:, mask] = -np.inf
+        return scores
+
     def decision_function(self, X, task=None, after_task=None) -> np.ndarray:
-        """Class scores (logits), shape (n_samples, n_classes_).
+        """Class scores (logits), columns as ``classes_``.
+
+        Shape (n_samples, n_classes_); with two classes, as in scikit-learn, shape
+        (n_samples,): the score of ``classes_[1]`` minus that of ``classes_[0]``
+        (positive means ``classes_[1]`` is predicted).
 
         Parameters
         ----------
@@ -650,26 +824,15 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             Use the weights saved after this task (0-based); classes learned later
             score ``-inf``.
         """
-        X = self._check_X_predict(X)
-        module = self._module_after(after_task)
-        module.eval()
-        if self.classifier == "ncm":
-            logits = self._ncm_scores(module, X, after_task)
-        else:
-            logits = self._apply(module, X)
-        scores = np.full((len(X), len(self.classes_)), -np.inf, dtype=np.float32)
-        scores[:, : logits.shape[1]] = logits
-        if task is not None:
-            if not -self.n_tasks_seen_ <= task < self.n_tasks_seen_:
-                raise ValueError(f"task must be in [0, {self.n_tasks_seen_ - 1}], got {task}")
-            allowed = self._encode(self.task_classes_[task])
-            mask = np.ones(len(self.classes_), dtype=bool)
-            mask[allowed] = False
-            scores[:, mask] = -np.inf
+        scores = self._head_scores(X, task=task, after_task=after_task)[:, self._labels.rows]
+        if scores.shape[1] == 2:
+            return scores[:, 1] - scores[:, 0]
         return scores
 
     def _ncm_scores(self, module, X, after_task) -> np.ndarray:
         """``-||h/|h| - mu_c/|mu_c|||`` for each class mean ``mu_c`` (``-inf`` without one)."""
+        if not self.class_means_:
+            raise ValueError("classifier='ncm' needs class means, which exist after a task")
         task = self.n_tasks_seen_ - 1 if after_task is None else after_task % self.n_tasks_seen_
         means = F.normalize(self.class_means_[task], dim=1)
         features = F.normalize(torch.from_numpy(self._apply(module.features, X)), dim=1)
@@ -683,34 +846,44 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         to sum 1. ``task`` and ``after_task`` are as in :meth:`decision_function`;
         classes they exclude get probability 0.
         """
-        scores = torch.from_numpy(self.decision_function(X, task=task, after_task=after_task))
+        scores = torch.from_numpy(self._head_scores(X, task=task, after_task=after_task))
         if self.classifier == "bce":
             p = torch.sigmoid(scores)
-            return (p / p.sum(1, keepdim=True)).numpy()
-        return torch.softmax(scores, dim=1).numpy()
+            p = p / p.sum(1, keepdim=True)
+        else:
+            p = torch.softmax(scores, dim=1)
+        return p.numpy()[:, self._labels.rows]
 
     def predict(self, X, task=None, after_task=None) -> np.ndarray:
         """Predicted labels (original label values); see :meth:`decision_function`."""
-        scores = self.decision_function(X, task=task, after_task=after_task)
-        return self.classes_[scores.argmax(axis=1)]
+        scores = self._head_scores(X, task=task, after_task=after_task)
+        return self._head_classes[scores.argmax(axis=1)]
 
     def transform(self, X) -> np.ndarray:
         """The backbone's embeddings, shape (n_samples, n_features)."""
         X = self._check_X_predict(X)
-        self.module_.eval()
-        return self._apply(self.module_.features, X)
+        with self._own_rng():
+            self.module_.eval()
+            return self._apply(self.module_.features, X)
 
 
 def _subset(idx, X, y, groups) -> tuple:
     return X[idx], y[idx], None if groups is None else groups[idx]
 
 
-def _in_order(y) -> list:
-    """Unique values of ``y`` in order of first appearance."""
-    seen = {}
-    for v in y.tolist() if isinstance(y, np.ndarray) else y:
-        seen.setdefault(v, None)
-    return list(seen)
+def _full_signature(init, parent_init) -> inspect.Signature:
+    """``init``'s signature with ``**params`` replaced by the keyword parameters of
+    ``parent_init`` that ``init`` does not declare itself."""
+    own = inspect.signature(init)
+    params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    names = {p.name for p in params}
+    if len(params) < len(own.parameters):
+        params += [
+            p
+            for p in inspect.signature(parent_init).parameters.values()
+            if p.kind is p.KEYWORD_ONLY and p.name not in names
+        ]
+    return own.replace(parameters=params)
 
 
 def _same(a, b) -> bool:

@@ -224,6 +224,10 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stre
         "device": config.device,
         "verbose": verbose,
         "dropout": TSCIL_DROPOUT.get(cell.dataset, 0.0),
+        # TSCIL's network, explicit so that the estimators' data-driven defaults
+        # ('auto') never change a benchmark cell.
+        "backbone": "cnn",
+        "input_norm": "layer",
     }
     if "memory_size" in accepted:
         params["memory_size"] = "tscil"

@@ -193,6 +193,8 @@ def _chunk(order: np.ndarray, n_tasks, per_task, remainder: str, what: str) -> l
     else:
         if not isinstance(per_task, numbers.Integral) or per_task < 1:
             raise ValueError(f"{whats}_per_task must be a positive integer; got {per_task!r}.")
+        if per_task > n and remainder == "last" and n:
+            return [order]  # all are left over: one task holds them
         if per_task > n:
             raise ValueError(
                 f"{whats}_per_task={per_task} is larger than the number of {whats} available ({n})."
@@ -351,7 +353,8 @@ class ClassIncremental(BaseStream):
         Seed of the class-order shuffle. Use an int for reproducible streams.
     remainder : {'error', 'last', 'drop'}, default='error'
         Policy when the classes do not divide evenly: ``'error'`` raises,
-        ``'last'`` puts the left-over classes into the last task, ``'drop'`` leaves
+        ``'last'`` puts the left-over classes into the last task (with fewer classes
+        than ``classes_per_task``, one task holds them all), ``'drop'`` leaves
         them (and their samples) out of the stream.
 
     Attributes
@@ -432,8 +435,9 @@ class ClassIncremental(BaseStream):
 
 def default_stream() -> ClassIncremental:
     """The stream an estimator's ``fit`` runs when none is given: two classes per
-    task, in order of first appearance."""
-    return ClassIncremental(classes_per_task=2, shuffle=False)
+    task, in order of first appearance; it takes any number of classes: an odd
+    class joins the last task, a single class makes one task."""
+    return ClassIncremental(classes_per_task=2, shuffle=False, remainder="last")
 
 
 # --------------------------------------------------------------------------- blurry

@@ -194,7 +194,8 @@ class GR(ContinualClassifier):
         # A generator of its own, so checking does not change the training's randomness.
         draws = torch.Generator().manual_seed(self.n_tasks_seen_)
         labels = self._eval_forward(self.generator_.sample(n, draws)).argmax(1).cpu()
-        self.replay_counts_ = np.bincount(labels.numpy(), minlength=len(self.classes_))
+        counts = np.bincount(labels.numpy(), minlength=len(self._head_classes))
+        self.replay_counts_ = counts[self._labels.rows]  # in classes_ order
         if np.count_nonzero(self.replay_counts_) == 1 < len(self.classes_):
             (only,) = self.classes_[self.replay_counts_ > 0].tolist()
             warnings.warn(

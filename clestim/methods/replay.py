@@ -128,8 +128,7 @@ class ER(ContinualClassifier):
                 f"got {subjects!r}"
             )
 
-    def partial_fit_task(self, X, y, groups=None):
-        self._check_params()
+    def _check_task(self, X, y, groups):
         if groups is None and self._uses_groups():
             raise ValueError(
                 f"{type(self).__name__}(memory_subjects={self.memory_subjects!r}, "
@@ -141,7 +140,6 @@ class ER(ContinualClassifier):
             known = set(getattr(self, "_class_index_state", {}))
             n_classes = len(known | set(np.unique(np.asarray(y)).tolist()))
             check_class_quota(memory_capacity(self.memory_size, n_seen), n_classes)
-        return super().partial_fit_task(X, y, groups)
 
     def _uses_groups(self) -> bool:
         return self.memory_subjects is not None or self.retrieval == "subject_balanced"
