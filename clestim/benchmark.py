@@ -47,8 +47,9 @@ CONFIG_KEYS = {
 #: existing folders resume), and a record without the fact is read with it.
 PROTOCOL_DEFAULTS = {"threads": 1}
 #: Facts recorded in every cell but not in its key, with the value assumed for
-#: records written before they were recorded; the report keeps them apart too.
-RECORDED_DEFAULTS = {"clestim": "0.1.0", "data": "unrecorded"}
+#: records written before they were recorded (None: unknown, taken to be the value
+#: of the other cells of the row); the report keeps different values apart too.
+RECORDED_DEFAULTS = {"clestim": "0.1.0", "data": None}
 #: What a finished cell record must hold.
 RECORD_KEYS = ("key", "dataset", "method", "run", "settings", "setting", "protocol",
                "accuracy_matrix", "metrics")
@@ -695,8 +696,9 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
         log(f"{len(cells)} cells: {len(cells) - len(todo)} already in {results}, "
             f"{len(todo)} to run")
         computed, others = _run_cells(todo, config, results, n_jobs, client, progress, log)
-        if others:
-            log(f"{computed} cells computed here, {others} by another process")
+        if todo:
+            log(f"{computed} cells computed here" + (f", {others} by another process"
+                                                     if others else ""))
     finally:
         if client is not None:
             cluster = getattr(client, "_clestim_cluster", None)
@@ -828,11 +830,16 @@ def label_protocols(records: list[dict]) -> list[dict]:
     for group in rows.values():
         facts = [protocol_facts(r) for r in group]
         names = list(dict.fromkeys(k for f in facts for k in f))
-        differ = [k for k in names if len({repr(f.get(k)) for f in facts}) > 1]
+        differ = [k for k in names  # an unknown value (None) differs from nothing
+                  if len({repr(f.get(k)) for f in facts if f.get(k) is not None}) > 1]
         for r, f in zip(group, facts):
-            parts = [variant_label(r), *(f"{k}={f.get(k)}" for k in differ)]
+            parts = [variant_label(r), *(f"{k}={_or_unrecorded(f.get(k))}" for k in differ)]
             r["variant"] = ", ".join(p for p in parts if p)
     return records
+
+
+def _or_unrecorded(value):
+    return "unrecorded" if value is None else value
 
 
 def summary_frame(records: list[dict]):
