@@ -196,7 +196,9 @@ class BenchmarkConfig:
         try:
             import torch
 
-            torch.device(self.device)
+            device = torch.device(self.device)
+            if device.type == "cuda" and not torch.cuda.is_available():
+                raise RuntimeError("no CUDA device is available")
         except (RuntimeError, TypeError, ValueError) as exc:
             problems.append(f"device {self.device!r}: {exc}")
         # each value alone through the estimators' own checks (norm='lyer', lr=-1, ...):
