@@ -51,8 +51,8 @@ PROTOCOL_DEFAULTS = {"threads": 1}
 #: of the other cells of the row); the report keeps different values apart too.
 RECORDED_DEFAULTS = {"clestim": "0.1.0", "data": None}
 #: What a finished cell record must hold.
-RECORD_KEYS = ("key", "dataset", "method", "run", "settings", "setting", "protocol",
-               "accuracy_matrix", "metrics")
+RECORD_KEYS = ("key", "dataset", "method", "run", "settings", "setting", "accuracy_matrix",
+               "metrics")
 
 
 class ResultsWarning(UserWarning):
