@@ -180,13 +180,10 @@ class BenchmarkConfig:
                              for p in params if p not in valid]
         for name in ("runs", "max_epochs", "classes_per_task"):
             value = getattr(self, name)
-            check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-                  f"{name} must be a positive integer, got {value!r}")
+            check(_positive_int(value), f"{name} must be a positive integer, got {value!r}")
         check(isinstance(self.seed, int) and not isinstance(self.seed, bool),
               f"seed must be an integer, got {self.seed!r}")
-        check(self.threads == "auto" or (isinstance(self.threads, int)
-                                         and not isinstance(self.threads, bool)
-                                         and self.threads >= 1),
+        check(self.threads == "auto" or _positive_int(self.threads),
               f"threads must be a positive integer or 'auto', got {self.threads!r}")
         sizes = [*_as_list(self.settings.get("memory_size", [])),
                  *(p["memory_size"] for p in self.params.values() if "memory_size" in p)]
@@ -217,7 +214,7 @@ class BenchmarkConfig:
             trials += [(method, {**fixed, n: v}, f"{method} grid")
                        for n, values in (self.grid.get(method) or {}).items()
                        if n in accepted for v in _as_list(values)]
-        epochs = {"max_epochs": self.max_epochs} if "max_epochs" not in " ".join(problems) else {}
+        epochs = {"max_epochs": self.max_epochs} if _positive_int(self.max_epochs) else {}
         for method, values, where in trials:
             try:
                 methods[method](**{**epochs, **values})._check_params()
@@ -302,6 +299,10 @@ def _dataset_name(name: str) -> str:
     from .datasets._registry import _canonical
 
     return _canonical(name)
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _as_list(value) -> list:
