@@ -40,6 +40,7 @@ import copy
 import inspect
 import numbers
 import time
+import uuid
 import warnings
 from pathlib import Path
 
@@ -136,7 +137,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         odd class joining the last task, and a single task for a single class.
     snapshot_dir : str or Path, optional
         Where the weights after each task are saved; by default they are kept in
-        memory. Snapshots let :meth:`predict` answer ``after_task=i``.
+        memory. Snapshots let :meth:`predict` answer ``after_task=i``. Each fit
+        writes to a new subfolder ``fit-<id>`` (its path is in ``snapshots_``), so
+        clones and refits sharing the folder never overwrite each other; nothing
+        deletes them: remove a subfolder once its estimator is no longer needed.
     device : str, default='cpu'
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
@@ -741,9 +745,12 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         if self.snapshot_dir is None:
             self.snapshots_.append(state)
             return
-        folder = Path(self.snapshot_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"task_{self.n_tasks_seen_:03d}.pt"
+        name = f"task_{self.n_tasks_seen_:03d}.pt"
+        last = self.snapshots_[-1] if self.snapshots_ else None
+        path = Path(last).parent / name if isinstance(last, str) else None  # this fit's folder
+        if path is None or path.exists():  # a folder per fit: clones never share files
+            path = Path(self.snapshot_dir) / f"fit-{uuid.uuid4().hex[:12]}" / name
+            path.parent.mkdir(parents=True)
         torch.save(state, path)
         self.snapshots_.append(str(path))
 

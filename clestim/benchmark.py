@@ -11,7 +11,12 @@ The moment a cell finishes, its result is written atomically (a temporary file
 renamed into place) to ``RESULTS/cells/<key>.json``. Running the same grid again
 skips the cells already there, so an interrupted or crashed benchmark loses
 nothing that finished. Cells run in parallel through joblib (``n_jobs``) or on a
-Dask cluster (``scheduler``); results are always written by the calling process.
+Dask cluster (``scheduler``); results are always written by the calling process,
+which holds a lock per cell (``RESULTS/locks``) while the cell runs, so two
+``bench`` processes on one folder never compute the same cell. A corrupt or
+incomplete cell file is moved to ``RESULTS/cells/corrupt/`` with a warning and
+computed again. Every cell runs with a fixed number of torch threads
+(``threads``), part of its protocol, so its numbers do not depend on ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import tempfile
 import time
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -34,8 +40,23 @@ RESULTS_FORMAT = 1
 SETTINGS = ("norm", "input_norm", "memory_size", "classifier", "backbone")
 CONFIG_KEYS = {
     "datasets", "methods", "runs", "seed", "settings", "params", "grid", "tune",
-    "max_epochs", "classes_per_task", "data_home", "device",
+    "max_epochs", "classes_per_task", "data_home", "device", "threads",
 }
+#: Protocol facts added to the cell key after the first results were written, with
+#: the value those results used. A cell whose value equals it keeps its old key (so
+#: existing folders resume), and a record without the fact is read with it.
+PROTOCOL_DEFAULTS = {"threads": 1}
+#: Facts recorded in every cell but not in its key, with the value assumed for
+#: records written before they were recorded (None: unknown, taken to be the value
+#: of the other cells of the row); the report keeps different values apart too.
+RECORDED_DEFAULTS = {"clestim": "0.1.0", "data": None}
+#: What a finished cell record must hold.
+RECORD_KEYS = ("key", "dataset", "method", "run", "settings", "setting", "accuracy_matrix",
+               "metrics")
+
+
+class ResultsWarning(UserWarning):
+    """A results folder holds a file that is not a valid cell (it is skipped)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +112,10 @@ class BenchmarkConfig:
     classes_per_task : int, default=2
     data_home : str, optional
     device : str, default='cpu'
+    threads : int or 'auto', default=1
+        Torch threads of every cell, set inside the cell (part of its protocol: a
+        value other than 1 enters the cell key). ``'auto'`` gives each of the
+        ``n_jobs`` parallel cells ``cores // n_jobs`` threads (:meth:`resolved`).
     """
 
     datasets: list = field(default_factory=lambda: ["basic_motions"])
@@ -105,6 +130,7 @@ class BenchmarkConfig:
     classes_per_task: int = 2
     data_home: str | None = None
     device: str = "cpu"
+    threads: int | str = 1
 
     @classmethod
     def from_dict(cls, values: dict) -> BenchmarkConfig:
@@ -123,22 +149,100 @@ class BenchmarkConfig:
             return cls.from_dict(tomllib.load(f))
 
     def validate(self) -> None:
-        for name in self.datasets:
-            _dataset_name(name)  # raises, listing the valid names
+        """Check every setting without loading data; one error lists every problem."""
+        problems = self._problems()
+        if problems:
+            raise ValueError(_problem_list(problems))
+
+    def _problems(self) -> list[str]:
+        problems = []
+
+        def check(condition, message):
+            if not condition:
+                problems.append(message)
+
+        for name in _as_list(self.datasets):
+            try:
+                _dataset_name(name)
+            except ValueError as exc:  # lists the valid names
+                problems.append(str(exc))
         methods = available_methods()
-        for name in [*self.methods, *self.params, *self.grid]:
-            if name not in methods:
-                raise ValueError(f"unknown method {name!r}; valid methods are {sorted(methods)}")
+        for name in dict.fromkeys([*self.methods, *self.params, *self.grid]):
+            check(name in methods,
+                  f"unknown method {name!r}; valid methods are {sorted(methods)}")
         for name in self.settings:
-            if name not in SETTINGS:
-                raise ValueError(f"unknown setting {name!r}; valid settings are {list(SETTINGS)}")
-        for method, params in {**self.params, **self.grid}.items():
-            valid = methods[method]._get_param_names()
-            for p in params:
-                if p not in valid:
-                    raise ValueError(f"{method} has no parameter {p!r}; it has {valid}")
-        if not isinstance(self.runs, int) or self.runs < 1:
-            raise ValueError(f"runs must be a positive integer, got {self.runs!r}")
+            check(name in SETTINGS,
+                  f"unknown setting {name!r}; valid settings are {list(SETTINGS)}")
+        for method, params in [*self.params.items(), *self.grid.items()]:
+            if method in methods:
+                valid = methods[method]._get_param_names()
+                problems += [f"{method} has no parameter {p!r}; it has {valid}"
+                             for p in params if p not in valid]
+        for name in ("runs", "max_epochs", "classes_per_task"):
+            value = getattr(self, name)
+            check(_positive_int(value), f"{name} must be a positive integer, got {value!r}")
+        check(isinstance(self.seed, int) and not isinstance(self.seed, bool),
+              f"seed must be an integer, got {self.seed!r}")
+        check(self.threads == "auto" or _positive_int(self.threads),
+              f"threads must be a positive integer or 'auto', got {self.threads!r}")
+        sizes = [*_as_list(self.settings.get("memory_size", [])),
+                 *(p["memory_size"] for p in self.params.values() if "memory_size" in p)]
+        for v in sizes:  # numbers go through the estimators' checks below
+            check(not isinstance(v, str) or v == "tscil" or _percent(v) is not None,
+                  f"memory_size {v!r} {_MEMORY_FORMS}")
+        try:
+            import torch
+
+            device = torch.device(self.device)
+            if device.type == "cuda" and not torch.cuda.is_available():
+                raise RuntimeError("no CUDA device is available")
+        except (RuntimeError, TypeError, ValueError) as exc:
+            problems.append(f"device {self.device!r}: {exc}")
+        # each value alone through the estimators' own checks (norm='lyer', lr=-1, ...):
+        # a setting once, with the first method that has it; parameters per method
+        trials = []
+        known = [m for m in self.methods if m in methods]
+        for name, values in self.settings.items():
+            takers = [m for m in known if name in methods[m]._get_param_names()]
+            trials += [(takers[0], {name: v}, "") for v in _as_list(values)
+                       if takers and not (name == "memory_size" and isinstance(v, str))]
+        for method in known:
+            accepted = methods[method]._get_param_names()
+            fixed = {k: v for k, v in self.params.get(method, {}).items() if k in accepted
+                     and (k != "memory_size" or not isinstance(v, str))}
+            trials.append((method, fixed, method))
+            trials += [(method, {**fixed, n: v}, f"{method} grid")
+                       for n, values in (self.grid.get(method) or {}).items()
+                       if n in accepted for v in _as_list(values)]
+        epochs = {"max_epochs": self.max_epochs} if _positive_int(self.max_epochs) else {}
+        for method, values, where in trials:
+            try:
+                methods[method](**{**epochs, **values})._check_params()
+            except (ValueError, TypeError) as exc:
+                problems.append(f"{where}: {exc}" if where else str(exc))
+        return list(dict.fromkeys(problems))
+
+    def check_cells(self) -> None:
+        """:meth:`validate`, then every cell built as it will run: the data loads,
+        and every memory budget holds one sample per class on every task of the
+        stream. One error lists every problem; nothing has been computed."""
+        self.validate()
+        problems = []
+        for cell in self.cells():
+            try:
+                problems += _cell_problems(cell, self)
+            except (ValueError, TypeError, OSError) as exc:
+                problems.append(f"{cell.dataset}: {exc}")
+        if problems:
+            raise ValueError(_problem_list(list(dict.fromkeys(problems))))
+
+    def resolved(self, n_jobs: int = 1) -> BenchmarkConfig:
+        """The config with ``threads='auto'`` replaced by ``cores // n_jobs``."""
+        if self.threads != "auto":
+            return self
+        from dataclasses import replace
+
+        return replace(self, threads=max(1, (os.cpu_count() or 1) // max(1, n_jobs)))
 
     def grid_for(self, method: str) -> dict:
         """The grid ``--tune`` searches for ``method``: the configured one, else TSCIL's,
@@ -168,6 +272,9 @@ class BenchmarkConfig:
                 ("max_epochs", self.max_epochs), ("seed", self.seed),
                 ("classes_per_task", self.classes_per_task),
             )
+            # later protocol facts enter the key only where they differ from the old value
+            protocol += tuple((k, getattr(self, k)) for k, v in PROTOCOL_DEFAULTS.items()
+                              if getattr(self, k) != v)
             cell = Cell(_dataset_name(dataset), method, run, settings, protocol)
             cells[cell.key] = cell
         return list(cells.values())
@@ -194,6 +301,10 @@ def _dataset_name(name: str) -> str:
     return _canonical(name)
 
 
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _as_list(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
@@ -209,11 +320,13 @@ def _load(dataset: str, data_home):
     return load_dataset(dataset, **({"data_home": data_home} if takes_home else {}))
 
 
-def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stream_samples=None):
+def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stream_samples=None,
+                   n_stream_classes=None):
     """The estimator of a cell, with TSCIL's per-dataset defaults.
 
     ``n_stream_samples`` (the training samples of the tasks the cell learns) sizes a
-    percentage memory budget."""
+    percentage memory budget; on a dataset TSCIL has no budget for, ``'tscil'`` is
+    5% of them but at least ``n_stream_classes`` (one slot per class)."""
     from .reference_results import TSCIL_DROPOUT, TSCIL_MEMORY_SIZE
 
     cls = available_methods()[cell.method]
@@ -236,26 +349,87 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stre
     params.update(dict(cell.settings))
     params.update(config.params.get(cell.method, {}))
     if params.get("memory_size") == "tscil":
-        params["memory_size"] = TSCIL_MEMORY_SIZE.get(cell.dataset, 0.05)
+        if cell.dataset in TSCIL_MEMORY_SIZE:
+            params["memory_size"] = TSCIL_MEMORY_SIZE[cell.dataset]
+        elif n_stream_samples is None:
+            params["memory_size"] = 0.05
+        else:  # 5% of the stream as in TSCIL, and at least one slot per class
+            params["memory_size"] = max(_percent_budget("5%", n_stream_samples),
+                                        n_stream_classes or 1)
     elif isinstance(params.get("memory_size"), str):
         params["memory_size"] = _percent_budget(params["memory_size"], n_stream_samples)
     return cls(**{k: v for k, v in params.items() if k in accepted})
 
 
+_MEMORY_FORMS = ("is not 'tscil', a count, a fraction or a percentage such as '10%' "
+                 "in (0%, 100%]")
+
+
+def _percent(text) -> float | None:
+    """P for a budget written 'P%' with P in (0, 100], else None."""
+    try:
+        percent = float(text.removesuffix("%")) if str(text).endswith("%") else None
+    except ValueError:
+        return None
+    return percent if percent is not None and 0 < percent <= 100 else None
+
+
 def _percent_budget(text: str, n_samples) -> int:
     """Slots for a budget written 'P%' of the ``n_samples`` training samples."""
-    try:
-        percent = float(text.removesuffix("%")) if text.endswith("%") else None
-    except ValueError:
-        percent = None
-    if percent is None or not 0 < percent <= 100:
-        raise ValueError(
-            f"memory_size {text!r} is not 'tscil', a count, a fraction or a percentage "
-            f"such as '10%' in (0%, 100%]"
-        )
+    percent = _percent(text)
+    if percent is None:
+        raise ValueError(f"memory_size {text!r} {_MEMORY_FORMS}")
     if n_samples is None:
         raise ValueError(f"memory_size {text!r} needs the number of training samples")
     return max(1, round(percent / 100 * n_samples))
+
+
+def _stream_tasks(cell: Cell, config: BenchmarkConfig, data):
+    """The (full, reported) streams of a cell and the labels of each reported task."""
+    full_stream, stream = make_stream(cell, config, len(np.unique(data.y_train)))
+    tasks = [data.y_train[idx] for idx in stream.split(data.X_train, data.y_train)]
+    return full_stream, stream, tasks
+
+
+def _cell_estimator(cell: Cell, config: BenchmarkConfig, data, verbose: int = 0):
+    """The cell's (full stream, reported stream, estimator)."""
+    full_stream, stream, tasks = _stream_tasks(cell, config, data)
+    est = make_estimator(cell, config, verbose, sum(map(len, tasks)),
+                         n_stream_classes=len(np.unique(np.concatenate(tasks))))
+    return full_stream, stream, est, tasks
+
+
+def _cell_problems(cell: Cell, config: BenchmarkConfig) -> list[str]:
+    """Why ``cell`` cannot run, found without training: a memory budget that cannot
+    hold one sample per class of a class-balanced memory on some task."""
+    from .memory.buffer import memory_capacity
+    from .memory.policies import ClassBalancedSelection
+
+    est, tasks = _cell_estimator(cell, config, _load(cell.dataset, config.data_home))[2:]
+    label = f"{cell.method} on {cell.dataset} ({cell.setting_label})"
+    try:
+        est._check_params()
+    except (ValueError, TypeError) as exc:
+        return [f"{label}: {exc}"]
+    update = getattr(est, "_update_policy", None)
+    if update is None or not isinstance(update(), ClassBalancedSelection):
+        return []
+    n_seen, seen = 0, set()
+    for i, y in enumerate(tasks):
+        n_seen += len(y)
+        seen |= set(np.unique(y).tolist())
+        capacity = memory_capacity(est.memory_size, n_seen)
+        if capacity < len(seen):
+            return [f"{label}: memory_size={est.memory_size!r} holds {capacity} samples "
+                    f"after task {i}, but {cell.method} keeps one per class of "
+                    f"{len(seen)} classes; raise memory_size"]
+    return []
+
+
+def _problem_list(problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems in the grid:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
 def make_stream(cell: Cell, config: BenchmarkConfig, n_classes: int):
@@ -276,27 +450,32 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
     """Run one cell and return its JSON-serialisable record."""
     import torch
 
+    from . import __version__
     from .evaluation import evaluate_stream
 
     data = _load(cell.dataset, config.data_home)
-    full_stream, stream = make_stream(cell, config, len(np.unique(data.y_train)))
-    n_stream_samples = sum(len(idx) for idx in stream.split(data.X_train, data.y_train))
-    est = make_estimator(cell, config, verbose, n_stream_samples)
+    full_stream, stream, est, _ = _cell_estimator(cell, config, data, verbose)
     best_params = {}
-    start = time.perf_counter()
-    if config.tune:
-        from .model_selection import ContinualGridSearch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)  # part of the protocol, whatever n_jobs is
+    try:
+        start = time.perf_counter()
+        if config.tune:
+            from .model_selection import ContinualGridSearch
 
-        search = ContinualGridSearch(
-            est.set_params(stream=full_stream), config.grid_for(cell.method), refit=False
-        ).fit(data.X_train, data.y_train)
-        best_params = search.best_params_
-        est.set_params(**best_params)
-    # Subject ids reach the estimator (subject-aware replay); others ignore them.
-    result = evaluate_stream(
-        est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
-        groups=data.subject_train,
-    )
+            search = ContinualGridSearch(
+                est.set_params(stream=full_stream), config.grid_for(cell.method), refit=False
+            ).fit(data.X_train, data.y_train)
+            best_params = search.best_params_
+            est.set_params(**best_params)
+        # Subject ids reach the estimator (subject-aware replay); others ignore them.
+        result = evaluate_stream(
+            est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
+            groups=data.subject_train,
+        )
+        used_threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
     return {
         "format": RESULTS_FORMAT,
         "key": cell.key,
@@ -305,12 +484,25 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         "run": cell.run,
         "settings": dict(cell.settings),
         "setting": cell.setting_label,
-        "protocol": {k: _jsonable(v) for k, v in cell.protocol},
+        "protocol": {**{k: _jsonable(v) for k, v in cell.protocol},
+                     **{k: getattr(config, k) for k in PROTOCOL_DEFAULTS}},
+        "clestim": __version__,
+        "data": _fingerprint(cell.dataset, config.data_home),
         "best_params": {k: _jsonable(v) for k, v in best_params.items()},
         "wall_s": time.perf_counter() - start,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": used_threads,
         **result.to_dict(),
     }
+
+
+@lru_cache(maxsize=4)
+def _fingerprint(dataset: str, data_home) -> str:
+    """A digest of the dataset's arrays: cells on different data never share a row."""
+    data = _load(dataset, data_home)
+    digest = hashlib.sha1()
+    for name in ("X_train", "y_train", "X_test", "y_test"):
+        digest.update(np.ascontiguousarray(data[name]).tobytes())
+    return digest.hexdigest()[:12]
 
 
 def _jsonable(v):
@@ -319,38 +511,103 @@ def _jsonable(v):
 
 # ----------------------------------------------------------------- results folder
 def check_results_dir(results: Path, create: bool = True) -> Path:
-    """Create the results folder or check that an existing one is compatible."""
+    """Create the results folder or check that an existing one is compatible.
+
+    On creation, also removes stray temporary files of the store (left by a kill
+    mid-write) that no running process is writing."""
     from . import __version__
 
     results = Path(results)
     manifest = results / "manifest.json"
+    if results.exists() and not results.is_dir():
+        raise ValueError(f"{results} is a file, not a results folder")
     if manifest.exists():
-        try:
-            found = json.loads(manifest.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{manifest} is not valid JSON: {exc}") from exc
-        if found.get("format") != RESULTS_FORMAT:
-            raise ValueError(
-                f"{results} holds results in format {found.get('format')!r} (clestim "
-                f"{found.get('clestim')}); this clestim {__version__} reads format "
-                f"{RESULTS_FORMAT}. Use another results folder."
-            )
-    elif create:
+        _check_manifest(manifest)
+    elif not create:
+        if not results.is_dir():
+            raise ValueError(f"no results folder at {results}")
+        return results
+    if create:
         (results / "cells").mkdir(parents=True, exist_ok=True)
-        write_json_atomic(manifest, {"format": RESULTS_FORMAT, "clestim": __version__})
-    elif not results.is_dir():
-        raise ValueError(f"no results folder at {results}")
+        (results / LOCKS).mkdir(exist_ok=True)
+        with _lock(results, manifest.name):
+            if manifest.exists():
+                _check_manifest(manifest)
+            else:
+                write_json_atomic(manifest, {"format": RESULTS_FORMAT, "clestim": __version__})
+        remove_stray_temporaries(results)
     return results
 
 
+def _check_manifest(manifest: Path) -> None:
+    from . import __version__
+
+    try:
+        found = json.loads(manifest.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{manifest} is not valid JSON: {exc}") from None
+    if not isinstance(found, dict) or found.get("format") != RESULTS_FORMAT:
+        found = found if isinstance(found, dict) else {}
+        raise ValueError(
+            f"{manifest.parent} holds results in format {found.get('format')!r} (clestim "
+            f"{found.get('clestim')}); this clestim {__version__} reads format "
+            f"{RESULTS_FORMAT}. Use another results folder."
+        )
+
+
+#: The folder of the per-cell lock files, inside a results folder.
+LOCKS = "locks"
+
+
+def _lock(results: Path, name: str):
+    """The inter-process lock of file ``name`` of ``results`` (an OS lock: it dies with
+    its process, so a killed ``bench`` leaves no stale lock)."""
+    from filelock import FileLock
+
+    return FileLock(Path(results) / LOCKS / f"{name}.lock", thread_local=False)
+
+
+def _is_temporary(path: Path) -> bool:
+    """A temporary file of :func:`write_json_atomic`: '.NAME.XXXXXXXX.tmp'."""
+    return path.name.startswith(".") and path.name.endswith(".tmp") and path.name.count(".") >= 3
+
+
+def remove_stray_temporaries(results) -> list[Path]:
+    """Delete the store's temporary files that no process is writing (those whose
+    target's lock is free); returns them."""
+    from filelock import Timeout
+
+    removed = []
+    results = Path(results)
+    for folder in (results, results / "cells"):
+        for tmp in sorted(p for p in folder.glob(".*.tmp") if _is_temporary(p)):
+            target = tmp.name[1:].rsplit(".", 2)[0]
+            try:
+                with _lock(results, target).acquire(timeout=0):
+                    tmp.unlink(missing_ok=True)
+                    removed.append(tmp)
+            except Timeout:  # being written right now
+                pass
+    return removed
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, record: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it into place."""
+    """Write JSON to a temporary file in the same folder, then rename it into place.
+
+    The file gets the permissions of any new file (``0o666`` less the umask)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(record, f, indent=1)
             f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -358,14 +615,67 @@ def write_json_atomic(path: Path, record: dict) -> None:
         raise
 
 
-def load_results(results) -> list[dict]:
-    """Every finished cell record in a results folder."""
+def read_cell(path: Path) -> dict:
+    """The record of a cell file; ValueError saying why when it is not a valid cell."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    missing = [k for k in RECORD_KEYS if k not in record]
+    if missing:
+        raise ValueError(f"lacks {', '.join(missing)}")
+    if record["key"] != path.stem:
+        raise ValueError(f"holds cell {record['key']!r}, not {path.stem!r}")
+    if not isinstance(record["metrics"], dict) or "average_accuracy" not in record["metrics"]:
+        raise ValueError("lacks metrics.average_accuracy")
+    return record
+
+
+def load_results(results, move_corrupt: bool = False) -> list[dict]:
+    """Every finished cell record in a results folder.
+
+    A file that is not a valid cell (truncated, not JSON, keys missing) is skipped
+    with a :class:`ResultsWarning` naming it; with ``move_corrupt`` it is also moved to
+    ``cells/corrupt/`` (so that ``bench`` computes the cell again)."""
     results = check_results_dir(results, create=False)
-    return [json.loads(p.read_text()) for p in sorted((results / "cells").glob("*.json"))]
+    records = []
+    for path in sorted((results / "cells").glob("*.json")):
+        try:
+            records.append(read_cell(path))
+        except FileNotFoundError:  # moved aside by another process meanwhile
+            continue
+        except (ValueError, OSError) as exc:
+            where = ""
+            if move_corrupt:
+                aside = _move_aside(path)
+                where = f"; moved to {aside}, the cell will be computed again" if aside else ""
+            warnings.warn(f"skipping {path}: not a valid cell: {exc}{where}", ResultsWarning,
+                          stacklevel=2)
+    return records
+
+
+def _move_aside(path: Path) -> Path | None:
+    folder = path.parent / "corrupt"
+    folder.mkdir(exist_ok=True)
+    aside, n = folder / path.name, 1
+    while aside.exists():
+        aside, n = folder / f"{path.stem}.{n}{path.suffix}", n + 1
+    try:
+        os.replace(path, aside)
+    except FileNotFoundError:
+        return None
+    return aside
 
 
 def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, log=print):
     """Run every cell of ``config`` not yet in ``results``; returns all records.
+
+    Every setting is checked first (:meth:`BenchmarkConfig.check_cells`): a bad one
+    raises before anything is created or computed. A cell another process is
+    computing (its lock is held) is left to it and waited for at the end.
 
     Parameters
     ----------
@@ -380,26 +690,22 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
     progress : bool, default=True
         A progress bar over cells (and, with ``n_jobs=1``, per task).
     """
-    from joblib import Parallel, delayed, parallel_config
-    from tqdm.auto import tqdm
-
-    results = check_results_dir(results)
-    cells = config.cells()
-    done = {p.stem for p in (results / "cells").glob("*.json")}
-    todo = [c for c in cells if c.key not in done]
-    log(f"{len(cells)} cells: {len(cells) - len(todo)} already in {results}, {len(todo)} to run")
-    verbose = int(progress and n_jobs == 1 and scheduler is None)
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
+    config = config.resolved(n_jobs)
+    config.check_cells()
     client = _dask_client(scheduler) if scheduler else None
     try:
-        backend = {"backend": "dask"} if client is not None else {"n_jobs": n_jobs}
-        with parallel_config(**backend):
-            runner = Parallel(return_as="generator_unordered")
-            bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress)
-            for record in runner(delayed(run_cell)(c, config, verbose) for c in todo):
-                write_json_atomic(results / "cells" / f"{record['key']}.json", record)
-                bar.update(1)
-                bar.set_postfix_str(f"{record['method']} on {record['dataset']}")
-            bar.close()
+        results = check_results_dir(results)
+        cells = config.cells()
+        done = {r["key"] for r in load_results(results, move_corrupt=True)}
+        todo = [c for c in cells if c.key not in done]
+        log(f"{len(cells)} cells: {len(cells) - len(todo)} already in {results}, "
+            f"{len(todo)} to run")
+        computed, others = _run_cells(todo, config, results, n_jobs, client, progress, log)
+        if todo:
+            log(f"{computed} cells computed here" + (f", {others} by another process"
+                                                     if others else ""))
     finally:
         if client is not None:
             cluster = getattr(client, "_clestim_cluster", None)
@@ -407,6 +713,68 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
             if cluster is not None:
                 cluster.close()
     return load_results(results)
+
+
+def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[int, int]:
+    """Compute the cells of ``todo`` whose lock is free, then wait for the others.
+
+    Returns the number of cells computed here and by another process."""
+    from filelock import Timeout
+    from joblib import Parallel, delayed, parallel_config
+    from tqdm.auto import tqdm
+
+    verbose = int(progress and n_jobs == 1 and client is None)
+    backend = {"backend": "dask"} if client is not None else {"n_jobs": n_jobs}
+    cells_dir = results / "cells"
+    bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress)
+    computed = others = 0
+    try:
+        while todo:
+            held, busy = {}, []
+
+            def claim(cells, held=held, busy=busy):  # consumed lazily, as cells go out
+                nonlocal others
+                for c in cells:
+                    lock = _lock(results, f"{c.key}.json")
+                    try:
+                        lock.acquire(timeout=0)
+                    except Timeout:
+                        busy.append(c)
+                        continue
+                    if (cells_dir / f"{c.key}.json").exists():  # finished meanwhile
+                        lock.release()
+                        others += 1
+                        bar.update(1)
+                        continue
+                    held[c.key] = lock
+                    yield delayed(run_cell)(c, config, verbose)
+
+            try:
+                with parallel_config(**backend):
+                    runner = Parallel(return_as="generator_unordered")
+                    for record in runner(claim(todo)):
+                        write_json_atomic(cells_dir / f"{record['key']}.json", record)
+                        held.pop(record["key"]).release()
+                        computed += 1
+                        bar.update(1)
+                        bar.set_postfix_str(f"{record['method']} on {record['dataset']}")
+            finally:
+                for lock in held.values():
+                    lock.release()
+            if busy:
+                log(f"waiting for {len(busy)} cells another process is computing")
+            todo = []
+            for c in busy:
+                with _lock(results, f"{c.key}.json"):  # until the other process is done
+                    pass
+                if (cells_dir / f"{c.key}.json").exists():
+                    others += 1
+                    bar.update(1)
+                else:  # it stopped without finishing the cell
+                    todo.append(c)
+    finally:
+        bar.close()  # ends the bar's line before any error message
+    return computed, others
 
 
 def _dask_client(scheduler: str):
@@ -435,20 +803,61 @@ def cell_params(record: dict) -> dict:
 
 def variant_label(record: dict) -> str:
     """'param=value, ...' of a cell's fixed method parameters, and 'tuned' when it
-    searched a grid first ('' for neither)."""
+    searched a grid first ('' for neither); after :func:`label_protocols`, also the
+    protocol facts that set it apart from other cells of its method."""
+    if "variant" in record:
+        return record["variant"]
     parts = [f"{k}={v}" for k, v in cell_params(record).items()]
     if record.get("protocol", {}).get("grid", "()") != "()":
         parts.append("tuned")
     return ", ".join(parts)
 
 
+def protocol_facts(record: dict) -> dict:
+    """What shapes a cell's numbers beyond its dataset, settings, method and method
+    parameters: epochs, seed, classes per task, torch threads, the clestim version,
+    the data's digest... (a fact an older record lacks takes its documented old value:
+    :data:`PROTOCOL_DEFAULTS`, :data:`RECORDED_DEFAULTS`)."""
+    facts = {k: v for k, v in record.get("protocol", {}).items() if k not in ("params", "grid")}
+    for k, v in PROTOCOL_DEFAULTS.items():
+        facts.setdefault(k, v)
+    for k, v in RECORDED_DEFAULTS.items():
+        facts[k] = record.get(k, v)
+    return facts
+
+
+def label_protocols(records: list[dict]) -> list[dict]:
+    """Give each record its ``'variant'``: its method parameters plus every protocol
+    fact in which it differs from other cells of its dataset, setting and method
+    (``'max_epochs=10'``), so that different protocols are never one row."""
+    rows = {}
+    for r in records:
+        r.pop("variant", None)
+        rows.setdefault((r["dataset"], r["setting"], r["method"], variant_label(r)), []).append(r)
+    for group in rows.values():
+        facts = [protocol_facts(r) for r in group]
+        names = list(dict.fromkeys(k for f in facts for k in f))
+        differ = [k for k in names  # an unknown value (None) differs from nothing
+                  if len({repr(f.get(k)) for f in facts if f.get(k) is not None}) > 1]
+        for r, f in zip(group, facts):
+            parts = [variant_label(r), *(f"{k}={_or_unrecorded(f.get(k))}" for k in differ)]
+            r["variant"] = ", ".join(p for p in parts if p)
+    return records
+
+
+def _or_unrecorded(value):
+    return "unrecorded" if value is None else value
+
+
 def summary_frame(records: list[dict]):
     """Mean and 95% CI (t distribution) of A_T, F_T and A_cur in percent per
-    dataset, setting, method and variant (the method's fixed parameters)."""
+    dataset, setting, method and variant (the method's fixed parameters and any
+    protocol fact that differs: :func:`label_protocols`)."""
     import pandas as pd
 
     from .evaluation import confidence_interval
 
+    label_protocols(records)
     groups = {}
     for r in records:
         groups.setdefault((r["dataset"], r["setting"], r["method"], variant_label(r)), []).append(r)

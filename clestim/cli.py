@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--device")
     bench.add_argument("--results", default="clestim_results", help="results folder")
     bench.add_argument("--n-jobs", type=int, default=1)
+    bench.add_argument("--threads", type=lambda s: s if s == "auto" else int(s),
+                       help="torch threads per cell, part of its protocol (default 1; "
+                       "'auto': cores // n-jobs)")
     bench.add_argument("--scheduler", help="Dask scheduler address, or 'local'")
     bench.add_argument("--no-progress", action="store_true")
 
@@ -79,7 +82,7 @@ def _config(args):
         with open(args.config, "rb") as f:
             values = tomllib.load(f)
     for key in ("datasets", "methods", "runs", "seed", "max_epochs", "tune", "data_home",
-                "device"):
+                "device", "threads"):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     settings = dict(values.get("settings", {}))
@@ -141,9 +144,24 @@ def datasets(args) -> int:
 
 
 def main(argv=None) -> int:
+    import warnings
+
+    from .benchmark import ResultsWarning
+
     args = _parser().parse_args(argv)
+    show = warnings.showwarning
+
+    def show_warning(message, category, *rest, **kwargs):
+        if issubclass(category, ResultsWarning):  # a plain line, no source location
+            print(f"clestim {args.command}: warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, *rest, **kwargs)
+
     try:
-        return {"bench": bench, "report": report, "datasets": datasets}[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            warnings.simplefilter("always", ResultsWarning)
+            return {"bench": bench, "report": report, "datasets": datasets}[args.command](args)
     except (ValueError, ConnectionError, FileNotFoundError) as exc:
         print(f"clestim {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -70,13 +70,30 @@ def test_snapshots_on_disk(uci_har_small, tmp_path):
     est = Naive(max_epochs=1, random_state=0, snapshot_dir=tmp_path)
     for classes in ([0, 1], [2, 3]):
         est.partial_fit_task(*task(uci_har_small, classes))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["task_000.pt", "task_001.pt"]
+    (fit_dir,) = tmp_path.iterdir()  # a folder of this fit's own
+    assert fit_dir.name.startswith("fit-")
+    assert sorted(p.name for p in fit_dir.iterdir()) == ["task_000.pt", "task_001.pt"]
     Xt, _ = task(uci_har_small, [0, 1], "test")
     in_memory = Naive(max_epochs=1, random_state=0)
     for classes in ([0, 1], [2, 3]):
         in_memory.partial_fit_task(*task(uci_har_small, classes))
     expected = in_memory.predict(Xt, after_task=0)
     np.testing.assert_array_equal(est.predict(Xt, after_task=0), expected)
+    # a clone, and a refit, with the same snapshot_dir never touch est's files
+    blobs = {p: open(p, "rb").read() for p in est.snapshots_}
+    other = clone(est).set_params(random_state=1)
+    for classes in ([0, 1], [2, 3]):
+        other.partial_fit_task(*task(uci_har_small, classes))
+    other.partial_fit_task(*task(uci_har_small, [0, 1]))
+    refit = clone(est)
+    refit.partial_fit_task(*task(uci_har_small, [2, 3]))
+    assert {p: open(p, "rb").read() for p in est.snapshots_} == blobs
+    assert len(list(tmp_path.iterdir())) == 3
+    assert not set(est.snapshots_) & set(other.snapshots_ + refit.snapshots_)
+    fresh = pickle.loads(pickle.dumps(est))  # no cached network: reads the files
+    np.testing.assert_array_equal(fresh.predict(Xt, after_task=0), expected)
+    other_first = open(other.snapshots_[0], "rb").read()
+    assert other_first != blobs[est.snapshots_[0]]  # an overwrite would have changed est
 
 
 def test_same_random_state_same_predictions(uci_har_small):

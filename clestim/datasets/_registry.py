@@ -41,6 +41,20 @@ def _canonical(name: str) -> str:
     return key
 
 
+def _broken(npz) -> str | None:
+    """Why a prepared ``.npz`` file does not open (truncated, damaged), else None."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(npz) as archive:
+            bad = archive.testzip()  # reads every member and checks its CRC
+        if bad is not None:
+            return f"member {bad} is damaged"
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        return f"does not open ({exc})"
+    return None
+
+
 def _where(name: str, data_home) -> str:
     info = INFO[name]
     if info["kind"] == "embedded":
@@ -48,6 +62,9 @@ def _where(name: str, data_home) -> str:
     home = get_data_home(data_home)
     npz = home / info["prepared"]
     if npz.is_file():
+        problem = _broken(npz)
+        if problem:
+            return f"BROKEN prepared file {npz}: {problem} (delete it and prepare it again)"
         return f"prepared file {npz}"
     raw_root = home / name
     try:
