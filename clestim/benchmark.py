@@ -34,7 +34,7 @@ RESULTS_FORMAT = 1
 SETTINGS = ("norm", "input_norm", "memory_size", "classifier", "backbone")
 CONFIG_KEYS = {
     "datasets", "methods", "runs", "seed", "settings", "params", "grid", "tune",
-    "max_epochs", "classes_per_task", "data_home", "device",
+    "max_epochs", "classes_per_task", "data_home", "device", "precision",
 }
 
 
@@ -91,6 +91,9 @@ class BenchmarkConfig:
     classes_per_task : int, default=2
     data_home : str, optional
     device : str, default='cpu'
+    precision : {'fp32', 'bf16', 'fp16'}, default='fp32'
+        The estimators' ``precision``; part of a cell's key unless ``'fp32'`` (so
+        fp32 cells keep the keys they had before the option existed).
     """
 
     datasets: list = field(default_factory=lambda: ["basic_motions"])
@@ -105,6 +108,7 @@ class BenchmarkConfig:
     classes_per_task: int = 2
     data_home: str | None = None
     device: str = "cpu"
+    precision: str = "fp32"
 
     @classmethod
     def from_dict(cls, values: dict) -> BenchmarkConfig:
@@ -137,6 +141,9 @@ class BenchmarkConfig:
             for p in params:
                 if p not in valid:
                     raise ValueError(f"{method} has no parameter {p!r}; it has {valid}")
+        from ._precision import check_precision
+
+        check_precision(self.precision, self.device)
         if not isinstance(self.runs, int) or self.runs < 1:
             raise ValueError(f"runs must be a positive integer, got {self.runs!r}")
 
@@ -167,7 +174,7 @@ class BenchmarkConfig:
                                       self.grid_for(method).items())) if self.tune else ()),
                 ("max_epochs", self.max_epochs), ("seed", self.seed),
                 ("classes_per_task", self.classes_per_task),
-            )
+            ) + ((("precision", self.precision),) if self.precision != "fp32" else ())
             cell = Cell(_dataset_name(dataset), method, run, settings, protocol)
             cells[cell.key] = cell
         return list(cells.values())
@@ -222,6 +229,7 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stre
         "max_epochs": config.max_epochs,
         "random_state": config.seed + cell.run,
         "device": config.device,
+        "precision": config.precision,
         "verbose": verbose,
         "dropout": TSCIL_DROPOUT.get(cell.dataset, 0.0),
     }
@@ -272,6 +280,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
     """Run one cell and return its JSON-serialisable record."""
     import torch
 
+    from ._precision import amp_dtype
     from .evaluation import evaluate_stream
 
     data = _load(cell.dataset, config.data_home)
@@ -305,6 +314,10 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         "best_params": {k: _jsonable(v) for k, v in best_params.items()},
         "wall_s": time.perf_counter() - start,
         "torch_threads": torch.get_num_threads(),
+        "precision": config.precision,
+        # what ran: 'bf16' falls back to 'fp32' on a CPU without native bfloat16
+        "precision_used": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[
+            amp_dtype(config.precision, config.device)],
         **result.to_dict(),
     }
 
@@ -435,6 +448,10 @@ def variant_label(record: dict) -> str:
     parts = [f"{k}={v}" for k, v in cell_params(record).items()]
     if record.get("protocol", {}).get("grid", "()") != "()":
         parts.append("tuned")
+    precision = record.get("precision", "fp32")  # cells from before the option: fp32
+    if precision != "fp32":
+        used = record.get("precision_used", precision)
+        parts.append(precision if used == precision else f"{precision}, ran {used}")
     return ", ".join(parts)
 
 
@@ -451,10 +468,15 @@ def summary_frame(records: list[dict]):
     rows = []
     for (dataset, setting, method, variant), group in sorted(groups.items()):
         row = {"dataset": dataset, "setting": setting, "method": method, "variant": variant,
-               "runs": len(group)}
+               "runs": len(group), "precision": _precision_used(group[0])}
         for label, metric in (("A_T", "average_accuracy"), ("F_T", "average_forgetting"),
                               ("A_cur", "learning_accuracy")):
             mean, ci = confidence_interval(np.array([100 * r["metrics"][metric] for r in group]))
             row[label], row[f"{label}_ci"] = float(mean), float(ci)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _precision_used(record: dict) -> str:
+    """The precision a cell ran in (cells from before the option ran in fp32)."""
+    return record.get("precision_used", record.get("precision", "fp32"))
