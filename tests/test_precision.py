@@ -157,3 +157,28 @@ def test_memory_stores_bf16_inputs_and_returns_float32():
     expected = torch.tensor([[1.0, 1.0], [3.0, -2.5]])
     assert buffer["X"].dtype == torch.float32 and torch.equal(buffer["X"], expected)
     assert torch.equal(buffer.take(torch.tensor([1]))["X"], expected[1:])
+
+
+def test_bench_precision_option_cell_keys_and_report_labels():
+    from clestim.benchmark import BenchmarkConfig, summary_frame, variant_label
+    from clestim.cli import _config, _parser
+
+    def keys(*flags):
+        args = _parser().parse_args(["bench", "--datasets", "uci_har", "--methods", "ER",
+                                     "--norm", "layer", *flags])
+        return [c.key for c in _config(args).cells()]
+
+    # fp32 cells keep the key they had before the option existed (computed then)
+    assert keys() == keys("--precision", "fp32") == ["uci_har__ER__norm-layer__c2f41328__run0"]
+    assert keys("--precision", "bf16") != keys()
+    with pytest.raises(ValueError, match="needs a GPU"):
+        BenchmarkConfig.from_dict({"methods": ["ER"], "precision": "fp16"})
+    record = {"dataset": "uci_har", "setting": "norm=layer", "method": "ER", "protocol": {},
+              "metrics": {"average_accuracy": 0.9, "average_forgetting": 0.1,
+                          "learning_accuracy": 0.95}}
+    old = dict(record)  # a cell written before the option: fp32
+    bf16 = {**record, "precision": "bf16", "precision_used": "bf16"}
+    fallback = {**record, "precision": "bf16", "precision_used": "fp32"}
+    assert [variant_label(r) for r in (old, bf16, fallback)] == ["", "bf16", "bf16, ran fp32"]
+    frame = summary_frame([old, bf16, fallback])
+    assert sorted(frame["precision"]) == ["bf16", "fp32", "fp32"]
