@@ -1,8 +1,11 @@
 """Mixed precision side by side: ER epochs, whole ER runs and A_T in fp32 vs bf16/fp16.
 
-Three parts, each interleaving its variants (A B C, A B C, ...) so that drifts in
+Four parts, each interleaving its variants (A B C, A B C, ...) so that drifts in
 the machine's speed hit all variants alike; medians are reported.
 
+``step``
+    Bare training steps (Adam, batch 64) of the TSCIL 1D-CNN with and without
+    ``torch.autocast(dtype=bfloat16)``: whether this CPU gains from bf16 at all.
 ``epoch``
     One ER training epoch on a UCI-HAR task (classes 2-5, memory of 366 full, as
     ``epoch_speed.py``) through clestim in each precision, and the bare fp32 torch
@@ -22,6 +25,7 @@ bfloat16 kernels falls back to fp32 (see ``clestim._precision``);
 
 Usage::
 
+    python benchmarks/precision_speed.py step --repeats 2
     python benchmarks/precision_speed.py epoch --repeats 3 [--force-bf16 --n-train 640]
     python benchmarks/precision_speed.py run --repeats 1 [--max-epochs 5]
     python benchmarks/precision_speed.py accuracy --methods ER,DER,LwF [--max-epochs 5]
@@ -37,6 +41,7 @@ import copy
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +57,39 @@ def _used(precision: str, device: str) -> str:
     from clestim._precision import amp_dtype
 
     return NAMES[amp_dtype(precision, device)]
+
+
+def step_part(args, precisions):
+    from torch.nn import functional as F
+
+    from clestim.nets import CNN1D, ContinualNetwork, InputNorm
+
+    torch.manual_seed(0)
+    net = ContinualNetwork(CNN1D(9, norm="layer"), InputNorm("layer", 9)).to(args.device)
+    net.head.grow(6)
+    optimizer = torch.optim.Adam(net.parameters())
+    X, y = torch.randn(64, 9, 128, device=args.device), torch.randint(6, (64,), device=args.device)
+    dtypes = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+    def steps(dtype, n=10):
+        start = time.perf_counter()
+        for _ in range(n):
+            with torch.autocast(torch.device(args.device).type, dtype=dtype,
+                                enabled=dtype is not None):
+                loss = F.cross_entropy(net(X), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return 1000 * (time.perf_counter() - start) / n
+
+    times = {p: [] for p in precisions}
+    for r in range(args.repeats):
+        for p in precisions:
+            steps(dtypes[p], 1)  # warm-up
+            times[p].append(steps(dtypes[p]))
+        print(f"repeat {r}: " + ", ".join(f"{p} {v[-1]:.0f} ms/step" for p, v in times.items()),
+              flush=True)
+    print("medians: " + ", ".join(f"{p} {np.median(v):.0f} ms/step" for p, v in times.items()))
 
 
 def epoch_part(args, precisions):
@@ -145,7 +183,7 @@ def _summary(times: dict, device: str) -> None:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["epoch", "run", "accuracy"])
+    parser.add_argument("part", choices=["step", "epoch", "run", "accuracy"])
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
@@ -162,7 +200,8 @@ def main(argv=None):
 
         _precision.cpu_supports_bf16 = lambda: True
     precisions = args.precisions.split(",")
-    {"epoch": epoch_part, "run": run_part, "accuracy": accuracy_part}[args.part](args, precisions)
+    parts = {"step": step_part, "epoch": epoch_part, "run": run_part, "accuracy": accuracy_part}
+    parts[args.part](args, precisions)
 
 
 if __name__ == "__main__":
