@@ -182,3 +182,27 @@ def test_bench_precision_option_cell_keys_and_report_labels():
     assert [variant_label(r) for r in (old, bf16, fallback)] == ["", "bf16", "bf16, ran fp32"]
     frame = summary_frame([old, bf16, fallback])
     assert sorted(frame["precision"]) == ["bf16", "fp32", "fp32"]
+
+
+def test_fp16_gradient_scaler_path(uci_har_small, monkeypatch):
+    """The fp16 machinery (scaled backward, unscale before clipping, scaler step),
+    run on a CPU with the GPU-only check lifted (CPU autocast does float16)."""
+    from clestim import _training
+
+    monkeypatch.setattr(_precision, "check_precision", lambda precision, device: None)
+    scalers = []
+
+    def spy(precision, device):
+        scalers.append(torch.amp.GradScaler("cpu"))
+        return scalers[-1]
+
+    monkeypatch.setattr(_training._precision, "grad_scaler", spy)
+    est = _make("ER", max_epochs=1, precision="fp16")
+    est.partial_fit_task(*task(uci_har_small, TASKS[0], n=40))
+    before = {k: v.clone() for k, v in est.module_.state_dict().items()}
+    est.partial_fit_task(*task(uci_har_small, TASKS[1], n=40))
+    assert len(scalers) == 2  # one per task, as the optimizer
+    assert all(s._scale is not None for s in scalers)  # every task's loss was scaled
+    after = est.module_.state_dict()
+    assert all(torch.isfinite(v).all() for v in after.values())
+    assert any(not torch.equal(before[k], after[k][: len(before[k])]) for k in before)
