@@ -41,11 +41,12 @@ def _tasks(data_home):
     return [(data.X_train[i], data.y_train[i]) for i in stream.split(None, data.y_train)]
 
 
-def run_clestim(data_home) -> dict:
+def run_clestim(data_home, **params) -> dict:
+    """One ER run; ``params`` are extra ER parameters (``precision``, ``device``...)."""
     from clestim import ER
 
     tasks = _tasks(data_home)
-    est = ER(memory_size=366, random_state=0)
+    est = ER(memory_size=366, random_state=0, **params)
     start = time.perf_counter()
     for X, y in tasks:
         est.partial_fit_task(X, y)

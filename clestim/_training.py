@@ -13,6 +13,13 @@ method-specific through three hooks that the net calls:
 Before each training step the net sets ``learner._epoch`` (from 0 within the task)
 and ``learner._batch_index`` (the positions of the batch's samples in the task's
 training data), for methods that keep per-sample state (CLOPS) or need the epoch.
+
+Mixed precision (the estimator's ``precision``, see :mod:`clestim._precision`) lives
+here and in the estimator's evaluation helpers only: the training loss and the
+validation loss are computed under ``learner._autocast()``; with ``'fp16'`` the loss
+is scaled by a ``GradScaler``, the gradients are unscaled before the callbacks see
+them (gradient clipping) and the optimizer steps through the scaler. Parameters and
+optimizer state stay float32.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from skorch import NeuralNet
 from skorch.callbacks import Callback, EarlyStopping, GradientNormClipping, LRScheduler
 from torch.optim.lr_scheduler import MultiStepLR, OneCycleLR
 from tqdm.auto import tqdm
+
+from . import _precision
 
 LR_SCHEDULES = (None, "step10", "step15", "onecycle")
 _EVAL_BATCH = 512
@@ -72,6 +81,7 @@ class TaskNet(NeuralNet):
         super().__init__(module, criterion=torch.nn.CrossEntropyLoss, **kwargs)
         self.learner = learner
         self.generator = generator
+        self.grad_scaler_ = _precision.grad_scaler(learner.precision, learner.device)
 
     def get_iterator(self, dataset, training=False):
         size = self.batch_size if training else max(self.batch_size, _EVAL_BATCH)
@@ -88,9 +98,26 @@ class TaskNet(NeuralNet):
         X, y = batch
         self.learner._epoch = len(self.history) - 1
         self.learner._batch_index = self.train_batches_.index
-        loss = self.learner._training_loss(X, y)
-        loss.backward()
+        with self.learner._autocast():
+            loss = self.learner._training_loss(X, y)
+        if self.grad_scaler_ is None:
+            loss.backward()
+        else:  # fp16: scaled backward, then true gradients for clipping and the step
+            self.grad_scaler_.scale(loss).backward()
+            self.grad_scaler_.unscale_(self.optimizer_)
         return {"loss": loss, "y_pred": None}
+
+    def _step_optimizer(self, step_fn):
+        if self.grad_scaler_ is None:
+            return super()._step_optimizer(step_fn)
+        step_fn()
+        self.grad_scaler_.step(self.optimizer_)  # skipped when a gradient is inf/NaN
+        self.grad_scaler_.update()
+        return None
+
+    def validation_step(self, batch, **fit_params):
+        with self.learner._autocast():
+            return super().validation_step(batch, **fit_params)
 
     def train_step(self, batch, **fit_params):
         step = super().train_step(batch, **fit_params)

@@ -52,6 +52,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from torch import nn
 from torch.nn import functional as F
 
+from . import _precision
 from ._training import LR_SCHEDULES, TaskNet, TensorDataset, task_callbacks
 from ._validation import LabelSpace, check_X, check_y, in_order, input_attributes
 from .nets import BACKBONES, ContinualNetwork, InputNorm, SplitCosineLinear
@@ -142,6 +143,13 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         clones and refits sharing the folder never overwrite each other; nothing
         deletes them: remove a subfolder once its estimator is no longer needed.
     device : str, default='cpu'
+    precision : {'fp32', 'bf16', 'fp16'}, default='fp32'
+        Arithmetic of forward passes and losses (training, validation and
+        prediction): ``'bf16'``/``'fp16'`` run them under ``torch.autocast``
+        (``'fp16'`` with a gradient scaler, GPU only: an error on a CPU); parameters
+        and optimizer state stay float32 and replay memories store inputs in
+        bfloat16. ``'bf16'`` on a CPU without native bfloat16 kernels warns once and
+        trains in float32. See :mod:`clestim._precision`.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
         A progress bar per task when > 0.
@@ -192,6 +200,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         stream=None,
         snapshot_dir=None,
         device="cpu",
+        precision="fp32",
         random_state=None,
         verbose=0,
     ):
@@ -213,6 +222,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         self.stream = stream
         self.snapshot_dir = snapshot_dir
         self.device = device
+        self.precision = precision
         self.random_state = random_state
         self.verbose = verbose
 
@@ -260,6 +270,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"lr must be positive, got {self.lr!r}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        _precision.amp_dtype(self.precision, self.device)  # raises; warns on a bf16 fallback
         if self.norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
         if self.input_norm not in INPUT_NORM_CHOICES:
@@ -729,9 +740,16 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         fn = self.module_ if fn is None else fn
         was_training = self.module_.training
         self.module_.eval()
-        out = torch.cat([fn(X[i : i + _EVAL_BATCH]) for i in range(0, len(X), _EVAL_BATCH)])
+        X = X.float()  # inputs a memory stored in bfloat16
+        with self._autocast():
+            out = [fn(X[i : i + _EVAL_BATCH]).float() for i in range(0, len(X), _EVAL_BATCH)]
         self.module_.train(was_training)
-        return out
+        return torch.cat(out)
+
+    def _autocast(self):
+        """The context of forward passes and losses for ``precision`` (training,
+        validation, evaluation); see :mod:`clestim._precision`."""
+        return _precision.autocast(self.precision, self.device)
 
     def _frozen_copy(self) -> ContinualNetwork:
         """A copy of the current network in eval mode with gradients off (a teacher)."""
@@ -788,8 +806,9 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     @torch.no_grad()
     def _apply(self, module_fn, X: np.ndarray) -> np.ndarray:
         out = []
-        for start in range(0, len(X), _EVAL_BATCH):
-            out.append(module_fn(self._tensor(X[start : start + _EVAL_BATCH])).cpu())
+        with self._autocast():
+            for start in range(0, len(X), _EVAL_BATCH):
+                out.append(module_fn(self._tensor(X[start : start + _EVAL_BATCH])).float().cpu())
         return torch.cat(out).numpy()
 
     def _head_scores(self, X, task=None, after_task=None) -> np.ndarray:

@@ -40,12 +40,12 @@ RESULTS_FORMAT = 1
 SETTINGS = ("norm", "input_norm", "memory_size", "classifier", "backbone")
 CONFIG_KEYS = {
     "datasets", "methods", "runs", "seed", "settings", "params", "grid", "tune",
-    "max_epochs", "classes_per_task", "data_home", "device", "threads",
+    "max_epochs", "classes_per_task", "data_home", "device", "threads", "precision",
 }
 #: Protocol facts added to the cell key after the first results were written, with
 #: the value those results used. A cell whose value equals it keeps its old key (so
 #: existing folders resume), and a record without the fact is read with it.
-PROTOCOL_DEFAULTS = {"threads": 1}
+PROTOCOL_DEFAULTS = {"threads": 1, "precision": "fp32"}
 #: Facts recorded in every cell but not in its key, with the value assumed for
 #: records written before they were recorded (None: unknown, taken to be the value
 #: of the other cells of the row); the report keeps different values apart too.
@@ -116,6 +116,9 @@ class BenchmarkConfig:
         Torch threads of every cell, set inside the cell (part of its protocol: a
         value other than 1 enters the cell key). ``'auto'`` gives each of the
         ``n_jobs`` parallel cells ``cores // n_jobs`` threads (:meth:`resolved`).
+    precision : {'fp32', 'bf16', 'fp16'}, default='fp32'
+        The estimators' ``precision``; part of a cell's key unless ``'fp32'`` (so
+        fp32 cells keep the keys they had before the option existed).
     """
 
     datasets: list = field(default_factory=lambda: ["basic_motions"])
@@ -131,6 +134,7 @@ class BenchmarkConfig:
     data_home: str | None = None
     device: str = "cpu"
     threads: int | str = 1
+    precision: str = "fp32"
 
     @classmethod
     def from_dict(cls, values: dict) -> BenchmarkConfig:
@@ -185,6 +189,12 @@ class BenchmarkConfig:
               f"seed must be an integer, got {self.seed!r}")
         check(self.threads == "auto" or _positive_int(self.threads),
               f"threads must be a positive integer or 'auto', got {self.threads!r}")
+        try:
+            from ._precision import check_precision
+
+            check_precision(self.precision, self.device)
+        except (ValueError, TypeError) as exc:
+            problems.append(str(exc))
         sizes = [*_as_list(self.settings.get("memory_size", [])),
                  *(p["memory_size"] for p in self.params.values() if "memory_size" in p)]
         for v in sizes:  # numbers go through the estimators' checks below
@@ -335,6 +345,7 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stre
         "max_epochs": config.max_epochs,
         "random_state": config.seed + cell.run,
         "device": config.device,
+        "precision": config.precision,
         "verbose": verbose,
         "dropout": TSCIL_DROPOUT.get(cell.dataset, 0.0),
         # TSCIL's network, explicit so that the estimators' data-driven defaults
@@ -451,6 +462,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
     import torch
 
     from . import __version__
+    from ._precision import amp_dtype
     from .evaluation import evaluate_stream
 
     data = _load(cell.dataset, config.data_home)
@@ -491,6 +503,10 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         "best_params": {k: _jsonable(v) for k, v in best_params.items()},
         "wall_s": time.perf_counter() - start,
         "torch_threads": used_threads,
+        "precision": config.precision,
+        # what ran: 'bf16' falls back to 'fp32' on a CPU without native bfloat16
+        "precision_used": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[
+            amp_dtype(config.precision, config.device)],
         **result.to_dict(),
     }
 
@@ -810,6 +826,10 @@ def variant_label(record: dict) -> str:
     parts = [f"{k}={v}" for k, v in cell_params(record).items()]
     if record.get("protocol", {}).get("grid", "()") != "()":
         parts.append("tuned")
+    precision = record.get("precision", "fp32")  # cells from before the option: fp32
+    if precision != "fp32":
+        used = record.get("precision_used", precision)
+        parts.append(precision if used == precision else f"{precision}, ran {used}")
     return ", ".join(parts)
 
 
@@ -864,10 +884,15 @@ def summary_frame(records: list[dict]):
     rows = []
     for (dataset, setting, method, variant), group in sorted(groups.items()):
         row = {"dataset": dataset, "setting": setting, "method": method, "variant": variant,
-               "runs": len(group)}
+               "runs": len(group), "precision": _precision_used(group[0])}
         for label, metric in (("A_T", "average_accuracy"), ("F_T", "average_forgetting"),
                               ("A_cur", "learning_accuracy")):
             mean, ci = confidence_interval(np.array([100 * r["metrics"][metric] for r in group]))
             row[label], row[f"{label}_ci"] = float(mean), float(ci)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _precision_used(record: dict) -> str:
+    """The precision a cell ran in (cells from before the option ran in fp32)."""
+    return record.get("precision_used", record.get("precision", "fp32"))

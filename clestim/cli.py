@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="a fixed method parameter, e.g. --set LwF.lambda_kd=1e4")
     bench.add_argument("--data-home")
     bench.add_argument("--device")
+    bench.add_argument("--precision", choices=("fp32", "bf16", "fp16"),
+                       help="mixed precision of every estimator (default: fp32)")
     bench.add_argument("--results", default="clestim_results", help="results folder")
     bench.add_argument("--n-jobs", type=int, default=1)
     bench.add_argument("--threads", type=lambda s: s if s == "auto" else int(s),
@@ -82,7 +84,7 @@ def _config(args):
         with open(args.config, "rb") as f:
             values = tomllib.load(f)
     for key in ("datasets", "methods", "runs", "seed", "max_epochs", "tune", "data_home",
-                "device", "threads"):
+                "device", "threads", "precision"):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     settings = dict(values.get("settings", {}))

@@ -18,7 +18,11 @@ def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature:
     student, teacher : Tensor of shape (n_samples, n_classes)
         Logits over the same (old) classes.
     temperature : float, default=2.0
+
+    The softmaxes are taken in float32 (logits from a bfloat16/float16 autocast
+    forward pass are cast up first; autocast would keep them in the low precision).
     """
+    student, teacher = student.float(), teacher.float()
     return F.kl_div(
         F.log_softmax(student / temperature, dim=1),
         F.softmax(teacher / temperature, dim=1),

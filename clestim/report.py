@@ -76,7 +76,9 @@ def markdown_table(frame) -> str:
     for (dataset, setting), block in frame.groupby(["dataset", "setting"], sort=True):
         methods = [_label(m, v) for m, v in zip(block["method"], block["variant"])]
         runs = sorted(set(block["runs"]))
-        lines += [f"### {dataset} ({setting}; runs: {', '.join(map(str, runs))})", ""]
+        precisions = ", ".join(sorted(set(block["precision"])))
+        lines += [f"### {dataset} ({setting}; runs: {', '.join(map(str, runs))}; "
+                  f"precision: {precisions})", ""]
         lines.append("| metric | " + " | ".join(methods) + " |")
         lines.append("|---" * (len(methods) + 1) + "|")
         for metric in METRICS:

@@ -24,6 +24,10 @@ class MemoryBuffer:
         Object with ``update(buffer, fields, generator)``.
     retrieval : retrieval policy, default=RandomRetrieval()
         Object with ``retrieve(buffer, n, generator)`` returning slot indices.
+    input_dtype : torch.dtype, optional
+        The dtype the inputs ``'X'`` are stored in (for example ``torch.bfloat16``
+        under mixed precision, half the bytes); they are read back as float32.
+        None: as offered.
 
     Attributes
     ----------
@@ -34,8 +38,9 @@ class MemoryBuffer:
         Number of samples offered to the buffer so far.
     """
 
-    def __init__(self, capacity: int, update=None, retrieval=None):
+    def __init__(self, capacity: int, update=None, retrieval=None, input_dtype=None):
         self.capacity = int(capacity)
+        self.input_dtype = input_dtype
         self.update_policy = update if update is not None else Reservoir()
         self.retrieval_policy = retrieval if retrieval is not None else RandomRetrieval()
         self.fields: dict[str, torch.Tensor] = {}
@@ -45,7 +50,7 @@ class MemoryBuffer:
         return len(self.fields["y"]) if self.fields else 0
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        return self.fields[name]
+        return _read(name, self.fields[name])
 
     @property
     def classes(self) -> torch.Tensor:
@@ -69,10 +74,13 @@ class MemoryBuffer:
     def take(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """The fields at slot indices ``idx``."""
         idx = idx.to(self.fields["y"].device)
-        return {k: v[idx] for k, v in self.fields.items()}
+        return {k: _read(k, v[idx]) for k, v in self.fields.items()}
 
     # --- storage primitives used by the policies -------------------------------
     def append(self, fields: dict[str, torch.Tensor]) -> None:
+        dtype = getattr(self, "input_dtype", None)
+        if dtype is not None and "X" in fields:
+            fields = {**fields, "X": fields["X"].to(dtype)}
         if not self.fields:
             self.fields = {k: v.detach().clone() for k, v in fields.items()}
         else:
@@ -100,6 +108,13 @@ class MemoryBuffer:
             raise ValueError(
                 f"memory stores fields {sorted(self.fields)}, got {sorted(fields)}"
             )
+
+
+def _read(name: str, values: torch.Tensor) -> torch.Tensor:
+    """A stored field as methods use it: inputs kept in a reduced precision as float32."""
+    if name == "X" and values.dtype in (torch.bfloat16, torch.float16):
+        return values.float()
+    return values
 
 
 def _randint(high: int, generator) -> int:

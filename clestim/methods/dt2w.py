@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import _precision
 from ..losses import soft_dtw
 from .lwf import LwF
 
@@ -41,6 +42,11 @@ class DT2W(LwF):
     ``T**2`` factor, task 1 is plain CE. Deviations: the teacher runs in eval mode
     (TSCIL: train mode), and prototypes use all training samples (TSCIL drops the
     last partial batch).
+
+    With ``precision='bf16'``/``'fp16'`` the feature maps come from autocast forward
+    passes but the soft-DTW recursion runs in **float32**: its soft minimum is a
+    ``logsumexp`` of accumulated costs, which autocast would leave in the low
+    precision, where costs of hundreds lose their units digit.
 
     Parameters
     ----------
@@ -95,7 +101,9 @@ class DT2W(LwF):
         student = self.module_.feature_maps(X).transpose(1, 2)
         with torch.no_grad():
             teacher = self.teacher_.feature_maps(X).transpose(1, 2)
-        extra = self.lambda_fmap * soft_dtw(student, teacher, self.gamma).mean()
+        with _precision.full_precision(self.device):
+            fmap = soft_dtw(student.float(), teacher.float(), self.gamma).mean()
+        extra = self.lambda_fmap * fmap
         extra = extra + self.lambda_proto * self._prototype_loss()
         if not self.adaptive_weight:
             return loss + extra

@@ -38,6 +38,11 @@ class GR(ContinualClassifier):
     reconstruction error, restoring the best weights. The generator sees the raw
     input; the learner's input normalisation stays inside the learner.
 
+    With ``precision='bf16'``/``'fp16'`` the learner's steps (including the previous
+    generator's sampling) run under autocast, but the **generator trains in float32**:
+    its own optimizer loop runs after the learner's training, and the VAE's KL term
+    and summed reconstruction error are the kind of sums low precision rounds away.
+
     **GR stores no raw samples**: nothing of a task's data is kept once the task is
     learned, only the two networks (the privacy-sensitive setting of TSCIL Sec. 5.2).
 
@@ -168,7 +173,7 @@ class GR(ContinualClassifier):
     def _replay(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` pseudo-samples of the previous generator, labelled by the previous network."""
         model, generator = self.previous_
-        x = generator.sample(n, self._generator)
+        x = generator.sample(n, self._generator).float()  # float32 under autocast too
         with torch.no_grad():
             return x, model(x).argmax(1)
 

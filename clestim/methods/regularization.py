@@ -139,6 +139,10 @@ class MAS(QuadraticPenalty):
     ``(1 - alpha) * Omega^t`` like every other parameter (TSCIL copies their
     unscaled ``Omega^t``).
 
+    The importances are computed in **float32** whatever ``precision`` (after the
+    task's training, outside autocast): averaged absolute gradients of small
+    magnitude would lose most of their digits in bfloat16.
+
     Parameters
     ----------
     lambda_reg : float, default=1e3
@@ -215,6 +219,10 @@ class EWC(QuadraticPenalty):
     Deviations from TSCIL's code (which follows Avalanche): the Fisher is the
     per-sample empirical Fisher (TSCIL sums squared *batch* gradients), computed
     with ``torch.func`` in eval mode. EWC is in TSCIL's code but not in its tables.
+
+    The Fisher is computed in **float32** whatever ``precision`` (after the task's
+    training, outside autocast): squared per-sample gradients underflow in float16
+    and lose their small values to rounding in bfloat16.
 
     Parameters
     ----------

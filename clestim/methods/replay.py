@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from .. import _precision
 from ..base import ContinualClassifier
 from ..memory import (
     MemoryBuffer,
@@ -187,6 +188,7 @@ class ER(ContinualClassifier):
                 self.memory_subjects_ = self._draw_subjects(groups)
             self.memory_ = MemoryBuffer(0)
         self.memory_.update_policy, self.memory_.retrieval_policy = self._memory_policies()
+        self.memory_.input_dtype = _precision.storage_dtype(self.precision, self.device)
         self.memory_.capacity = memory_capacity(self.memory_size, self.n_train_seen_)
 
     def _draw_subjects(self, groups) -> np.ndarray:
