@@ -694,11 +694,16 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         scores = self.decision_function(X, task=task, after_task=after_task)
         return self.classes_[scores.argmax(axis=1)]
 
-    def transform(self, X) -> np.ndarray:
-        """The backbone's embeddings, shape (n_samples, n_features)."""
+    def transform(self, X, after_task=None) -> np.ndarray:
+        """The backbone's embeddings, shape (n_samples, n_features).
+
+        ``after_task`` (0-based) uses the weights saved after that task, as in
+        :meth:`decision_function`.
+        """
         X = self._check_X_predict(X)
-        self.module_.eval()
-        return self._apply(self.module_.features, X)
+        module = self._module_after(after_task)
+        module.eval()
+        return self._apply(module.features, X)
 
 
 def _subset(idx, X, y, groups) -> tuple:
