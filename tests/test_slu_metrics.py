@@ -376,3 +376,27 @@ def test_dmi_and_embedding_plots():
     panels = [ax for ax in fig.axes if ax.get_title().startswith("after task")]
     assert [ax.get_title() for ax in panels] == ["after task 1", "after task 2"]
     assert len(panels[0].collections) == 4  # one scatter per class
+
+
+def test_report_shows_dmi_where_cells_hold_it(tmp_path):
+    from clestim.benchmark import write_json_atomic
+    from clestim.report import write_report
+
+    (tmp_path / "cells").mkdir()
+    write_json_atomic(tmp_path / "manifest.json", {"format": 1, "clestim": "test"})
+    for run, stab in enumerate((0.6, 0.8)):
+        D = [[0.9, 0.4], [stab, 0.7]]
+        record = {"key": f"k{run}", "dataset": "dsa", "method": "ER", "run": run,
+                  "settings": {}, "setting": "default", "accuracy_matrix": [[1.0, 0.0],
+                                                                            [0.8, 0.9]],
+                  "task_classes": [[0, 1], [2, 3]], "dmi_matrix": D,
+                  "metrics": {"average_accuracy": 0.85, "average_forgetting": 0.2,
+                              "learning_accuracy": 0.95, "dmi_stability": stab,
+                              "dmi_plasticity": 0.8, "dmi_generalisation": 0.4}}
+        write_json_atomic(tmp_path / "cells" / f"k{run}.json", record)
+    written = write_report(tmp_path)
+    table = (tmp_path / "table.md").read_text()
+    # stab: 60 and 80 -> 70.0 ± t(0.975, 1) * 10 = 127.1
+    assert "| DMI_stab | 70.0 ± 127.1 |" in table
+    assert "| DMI_gen | 40.0 ± 0.0 |" in table
+    assert any(p.name == "dmi_matrix_dsa_default_ER.png" for p in written)
