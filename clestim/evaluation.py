@@ -385,14 +385,17 @@ def evaluate_stream(
         X_dmi, y_dmi = _safe_indexing(X_test, all_test), y_test[all_test]
         masks = [np.isin(all_test, idx) for idx in test_tasks]
         D = np.full((T, T), np.nan)
-    zero_shot_est = clone(est) if mode == "class" and isinstance(fwt_baseline, str) else None
+    # the zero-shot model skips ContinualClassifier._train; other estimators get NaN
+    zero_shot_est = (
+        clone(est) if isinstance(fwt_baseline, str) and hasattr(est, "_train") else None
+    )
     if isinstance(fwt_baseline, str) and fwt_baseline != "zero_shot":
         raise ValueError(
             f"fwt_baseline must be 'zero_shot', an array or None; got {fwt_baseline!r}."
         )
 
     A = np.full((T, T), np.nan)
-    fwt_defined = mode == "class"
+    fwt_defined = mode == "class" and (zero_shot_est is not None or fwt_baseline != "zero_shot")
     fit_time = np.zeros(T)
     eval_time = np.zeros(T)
     for i, idx in enumerate(train_tasks):

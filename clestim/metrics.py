@@ -322,7 +322,9 @@ def forward_transfer(A, baseline=None) -> float:
       .. math:: \text{FWT} = \frac{1}{T-1} \sum_{i=2}^{T} a_{i-1,i}
 
     Reads the first superdiagonal, which must be finite. In class-incremental
-    learning a head that does not know task ``i``'s classes scores 0 there.
+    learning a head that does not know task ``i``'s classes scores 0 there by
+    construction: :func:`clestim.evaluation.evaluate_stream` then reports ``NaN``
+    (and measures the zero-shot ``b`` itself where FWT is defined).
     Higher is better. 0.0 for ``T = 1``.
 
     Parameters
@@ -376,8 +378,8 @@ def dmi(A) -> DMI:
 
     (past tasks, current task, future tasks). The paper's formulas are not in the
     text we have; the regions follow its Figure 2 description. This function
-    computes the three means of whatever matrix it is given; build the matrix with
-    :func:`clustering_accuracy` to reproduce the paper. Needs ``T >= 2``.
+    computes the three means of whatever matrix it is given; build the matrix of
+    a fitted model with :func:`dmi_matrix` to reproduce the paper. Needs ``T >= 2``.
 
     Returns
     -------
