@@ -12,7 +12,8 @@ Cells run in the order run 0 of everything, then run 1, ..., so a stopped run
 still covers every row. ``--summarise`` writes ``OUT/table.md`` and the DMI /
 accuracy heatmaps from the cells.
 
-    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/slu_dmi.py --max-epochs 5 --runs 3
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/slu_dmi.py --data-home ../shared/data \
+        --max-epochs 5 --runs 3 --train-per-class 100 --test-per-class 60
     python benchmarks/slu_dmi.py --summarise
 """
 
@@ -64,6 +65,25 @@ def _slug(text):
     return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_")
 
 
+_DATA = {}
+
+
+def _load(load_dataset, dataset, data_home):
+    if dataset not in _DATA:
+        _DATA[dataset] = load_dataset(dataset, data_home=data_home)
+    return _DATA[dataset]
+
+
+def _subset(X, y, per_class):
+    """The first ``per_class`` samples of each class in a fixed random order (seed 0);
+    everything with None."""
+    if per_class is None:
+        return X, y
+    order = np.random.RandomState(0).permutation(len(y))
+    keep = np.sort(np.concatenate([order[y[order] == c][:per_class] for c in np.unique(y)]))
+    return X[keep], y[keep]
+
+
 def run_cell(table, dataset, row, run, args):
     import torch
 
@@ -74,7 +94,9 @@ def run_cell(table, dataset, row, run, args):
     from clestim.streams import ClassIncremental, StreamPart
 
     torch.set_num_threads(args.threads)
-    data = load_dataset(dataset, data_home=args.data_home)
+    data = _load(load_dataset, dataset, args.data_home)
+    X_train, y_train = _subset(data.X_train, data.y_train, args.train_per_class)
+    X_test, y_test = _subset(data.X_test, data.y_test, args.test_per_class)
     seed = 1234 + run
     if table == 1:
         full = ClassIncremental(classes_per_task=2, random_state=seed, remainder="drop")
@@ -84,6 +106,8 @@ def run_cell(table, dataset, row, run, args):
     else:  # the whole 9-task stream, so that the semantic groups stay whole
         stream = ClassIncremental(classes_per_task=2, random_state=seed, order=row)
         method, extra = "ER", {}
+    # the budget is 1% of the whole stream's training samples, as at full scale
+    # (also when the tasks are trained on a subset)
     n_stream = sum(len(idx) for idx in stream.split(data.X_train, data.y_train))
     cls = {"Naive": Naive, "ER": ER, "Herding": Herding}[method]
     params = dict(
@@ -97,9 +121,7 @@ def run_cell(table, dataset, row, run, args):
         params["memory_size"] = max(1, round(0.01 * n_stream))
     est = cls(**params)
     start = time.perf_counter()
-    res = evaluate_stream(
-        est, stream, data.X_train, data.y_train, data.X_test, data.y_test, dmi=True
-    )
+    res = evaluate_stream(est, stream, X_train, y_train, X_test, y_test, dmi=True)
     return {
         "table": table,
         "dataset": dataset,
@@ -107,6 +129,8 @@ def run_cell(table, dataset, row, run, args):
         "run": run,
         "method": method,
         "params": {k: v for k, v in params.items()},
+        "train_per_class": args.train_per_class,
+        "test_per_class": args.test_per_class,
         "wall_s": time.perf_counter() - start,
         **res.to_dict(),
     }
@@ -129,8 +153,13 @@ def summarise(out: Path):
         blocks.setdefault((r["table"], r["dataset"]), {}).setdefault(r["row"], []).append(r)
     order = list(TABLE1_ROWS) + list(TABLE2_ORDERS)
     for (table, dataset), rows in sorted(blocks.items()):
-        epochs = sorted({r["params"]["max_epochs"] for rs in rows.values() for r in rs})
-        lines += [f"## Table {table}: {dataset} (LN, max_epochs {epochs})", ""]
+        first = next(iter(rows.values()))[0]
+        lines += [
+            f"## Table {table}: {dataset} (LN, max_epochs {first['params']['max_epochs']}, "
+            f"train/test samples per class: {first.get('train_per_class') or 'all'}/"
+            f"{first.get('test_per_class') or 'all'})",
+            "",
+        ]
         lines.append("| row | runs | " + " | ".join(COLUMNS.values()) + " |")
         lines.append("|---" * (len(COLUMNS) + 2) + "|")
         for row in sorted(rows, key=order.index):
@@ -162,12 +191,18 @@ def main(argv=None):
     p.add_argument("--max-epochs", type=int, default=100)
     p.add_argument("--datasets", default="uci_har,dsa")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--train-per-class", type=int, default=None,
+                   help="a fixed class-balanced subset of the training set (all by default)")
+    p.add_argument("--test-per-class", type=int, default=None)
+    p.add_argument("--shard", default="0/1",
+                   help="i/n: run every n-th cell from the i-th (parallel workers)")
     p.add_argument("--summarise", action="store_true")
     args = p.parse_args(argv)
     if args.summarise:
         return summarise(args.out)
     (args.out / "cells").mkdir(parents=True, exist_ok=True)
-    for key, table, dataset, row, run in cells(args.runs, args.datasets.split(",")):
+    i, n = map(int, args.shard.split("/"))
+    for key, table, dataset, row, run in cells(args.runs, args.datasets.split(","))[i::n]:
         path = args.out / "cells" / f"{key}.json"
         if path.exists():
             continue
