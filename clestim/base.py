@@ -885,12 +885,17 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         scores = self._head_scores(X, task=task, after_task=after_task)
         return self._head_classes[scores.argmax(axis=1)]
 
-    def transform(self, X) -> np.ndarray:
-        """The backbone's embeddings, shape (n_samples, n_features)."""
+    def transform(self, X, after_task=None) -> np.ndarray:
+        """The backbone's embeddings, shape (n_samples, n_features).
+
+        ``after_task`` (0-based) uses the weights saved after that task, as in
+        :meth:`decision_function`.
+        """
         X = self._check_X_predict(X)
         with self._own_rng():
-            self.module_.eval()
-            return self._apply(self.module_.features, X)
+            module = self._module_after(after_task)
+            module.eval()
+            return self._apply(module.features, X)
 
 
 def _subset(idx, X, y, groups) -> tuple:

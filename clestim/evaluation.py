@@ -26,6 +26,7 @@ distribution, the paper's reporting.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from .metrics import (
     average_accuracies,
     check_accuracy_matrix,
     compute_metrics,
+    dmi_row,
 )
 
 __all__ = [
@@ -108,6 +110,11 @@ class StreamResult:
     mode : {'class', 'task'}
     estimator : fitted estimator or None
         Only kept with ``return_estimator=True``.
+    dmi_matrix : ndarray of shape (T, T) or None
+        The clustering-accuracy matrix of the DMI (``dmi=True``).
+    zero_shot : ndarray of shape (T,) or None
+        The accuracy on each task of the network before it learnt anything, the
+        forward-transfer baseline, where it was measured.
     """
 
     accuracy_matrix: np.ndarray
@@ -117,6 +124,8 @@ class StreamResult:
     metrics: dict
     mode: str = "class"
     estimator: object = field(default=None, repr=False, compare=False)
+    dmi_matrix: np.ndarray | None = None
+    zero_shot: np.ndarray | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -129,7 +138,7 @@ class StreamResult:
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict (NaN stays ``float('nan')``)."""
-        return {
+        out = {
             "accuracy_matrix": self.accuracy_matrix.tolist(),
             "task_classes": [np.asarray(c).tolist() for c in self.task_classes],
             "fit_time": self.fit_time.tolist(),
@@ -137,6 +146,10 @@ class StreamResult:
             "metrics": {k: float(v) for k, v in self.metrics.items()},
             "mode": self.mode,
         }
+        for name in ("dmi_matrix", "zero_shot"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name).tolist()
+        return out
 
     def to_frame(self, kind="tasks"):
         """The result as a :class:`pandas.DataFrame`.
@@ -254,7 +267,10 @@ def evaluate_stream(
     *,
     mode="class",
     forgetting_convention="paper",
-    fwt_baseline=None,
+    fwt_baseline="zero_shot",
+    declare_classes=False,
+    dmi=False,
+    dmi_random_state=0,
     clone_estimator=True,
     return_estimator=False,
 ) -> StreamResult:
@@ -278,8 +294,25 @@ def evaluate_stream(
         ``NaN``).
     forgetting_convention : {'paper', 'tscil'}, default='paper'
         See :func:`clestim.metrics.average_forgetting`.
-    fwt_baseline : array-like of shape (T,), default=None
-        GEM's baseline for forward transfer; None gives Continuum's FWT.
+    fwt_baseline : 'zero_shot', array-like of shape (T,) or None, default='zero_shot'
+        The baseline of forward transfer, ``FWT = mean_{i>=2} (A[i-1, i] - b_i)``
+        (GEM; Continuum; the SLU paper). ``'zero_shot'``: ``b_i`` is the accuracy on
+        task ``i`` of the network before it learns anything, with the same
+        initialisation (measured here, see Notes); an array gives ``b`` itself; None
+        gives Continuum's FWT without baseline.
+    declare_classes : bool, default=False
+        Declare the stream's whole label space on the first ``partial_fit_task``
+        (``classes=``, as scikit-learn's ``partial_fit``), so the head is complete
+        from the start and forward transfer is defined in class-incremental
+        streams. Needs an estimator whose ``partial_fit_task`` takes ``classes``.
+    dmi : bool, default=False
+        Also fill the DMI matrix (SLU paper): after each task, k-means on the
+        embeddings (``transform``) of every test sample, Hungarian matching, the
+        matched accuracy per task (:func:`clestim.metrics.dmi_row`). Adds
+        ``dmi_stability``, ``dmi_plasticity`` and ``dmi_generalisation`` to the
+        metrics. Costs one k-means per task.
+    dmi_random_state : int, default=0
+        Seed of the k-means.
     clone_estimator : bool, default=True
     return_estimator : bool, default=False
         Keep the fitted estimator in the result.
@@ -292,6 +325,22 @@ def evaluate_stream(
     ------
     ValueError
         If a task of the stream has no test sample, or ``mode`` is unknown.
+
+    Notes
+    -----
+    **When forward transfer is defined.** ``A[i-1, i]`` reads the network on a
+    task it has not learnt. It means something only when the head could already
+    predict that task's labels: on domain-incremental streams (the same classes in
+    every task) or with a declared label space (``declare_classes=True``). With a
+    head that grows per task (class-incremental without ``classes=``) the unseen
+    classes score ``-inf``, ``A[i-1, i]`` is 0 by construction, and
+    ``forward_transfer`` is reported as ``NaN``, never as a silent 0; likewise in
+    task-incremental mode, which does not evaluate future tasks.
+
+    **The zero-shot baseline** is measured on a clone of the estimator that goes
+    through the first task's lifecycle (initialisation, random draws, head
+    growth, hooks) with its training step skipped, so it holds exactly the weights
+    the real run starts training from (with an integer ``random_state``).
 
     References
     ----------
@@ -319,7 +368,34 @@ def evaluate_stream(
     test_y = [stream.relabel(y_test[idx], j) for j, idx in enumerate(test_tasks)]
     groups = None if groups is None else np.asarray(groups)
 
+    first_task = {}
+    if declare_classes:
+        if "classes" not in inspect.signature(est.partial_fit_task).parameters:
+            raise ValueError(
+                f"declare_classes=True needs partial_fit_task(..., classes=...), which "
+                f"{type(est).__name__} does not take."
+            )
+        labels = [stream.relabel(y_train[idx], i) for i, idx in enumerate(train_tasks)]
+        first_task["classes"] = np.unique(np.concatenate(labels + test_y))
+    if dmi:
+        if not hasattr(est, "transform"):
+            raise ValueError(f"dmi=True needs embeddings: {type(est).__name__} has no transform.")
+        # every test sample of every task once, in the test set's order (as dmi_matrix)
+        all_test = np.unique(np.concatenate(test_tasks))
+        X_dmi, y_dmi = _safe_indexing(X_test, all_test), y_test[all_test]
+        masks = [np.isin(all_test, idx) for idx in test_tasks]
+        D = np.full((T, T), np.nan)
+    # the zero-shot model skips ContinualClassifier._train; other estimators get NaN
+    zero_shot_est = (
+        clone(est) if isinstance(fwt_baseline, str) and hasattr(est, "_train") else None
+    )
+    if isinstance(fwt_baseline, str) and fwt_baseline != "zero_shot":
+        raise ValueError(
+            f"fwt_baseline must be 'zero_shot', an array or None; got {fwt_baseline!r}."
+        )
+
     A = np.full((T, T), np.nan)
+    fwt_defined = mode == "class" and (zero_shot_est is not None or fwt_baseline != "zero_shot")
     fit_time = np.zeros(T)
     eval_time = np.zeros(T)
     for i, idx in enumerate(train_tasks):
@@ -327,8 +403,11 @@ def evaluate_stream(
         yi = stream.relabel(y_train[idx], i)
         gi = None if groups is None else groups[idx]
         start = time.perf_counter()
-        est.partial_fit_task(Xi, yi, gi)
+        est.partial_fit_task(Xi, yi, gi, **(first_task if i == 0 else {}))
         fit_time[i] = time.perf_counter() - start
+        if i + 1 < T:  # can the head predict the next task's labels?
+            known = set(np.asarray(est.classes_).tolist())
+            fwt_defined &= set(np.unique(test_y[i + 1]).tolist()) <= known
         start = time.perf_counter()
         for j in range(T):
             if mode == "class":
@@ -338,19 +417,59 @@ def evaluate_stream(
             else:
                 continue
             A[i, j] = np.mean(pred == test_y[j])
+        if dmi:
+            D[i] = dmi_row(est.transform(X_dmi), y_dmi, masks, random_state=dmi_random_state)
         eval_time[i] = time.perf_counter() - start
     A = check_accuracy_matrix(A)
+    zero_shot = None
+    baseline = None if isinstance(fwt_baseline, str) else fwt_baseline
+    if fwt_defined and T > 1 and zero_shot_est is not None:
+        idx = train_tasks[0]
+        untrained = _untrained(
+            zero_shot_est,
+            _safe_indexing(X_train, idx),
+            stream.relabel(y_train[idx], 0),
+            None if groups is None else groups[idx],
+            **first_task,
+        )
+        zero_shot = np.array([np.mean(untrained.predict(x) == t) for x, t in zip(test_X, test_y)])
+        baseline = zero_shot
+    metrics = compute_metrics(
+        A,
+        forgetting_convention=forgetting_convention,
+        fwt_baseline=baseline,
+        clustering_matrix=D if dmi else None,
+    )
+    if not fwt_defined:
+        metrics["forward_transfer"] = float("nan")  # see Notes: undefined, not 0
     return StreamResult(
         accuracy_matrix=A,
         task_classes=[np.asarray(c) for c in stream.task_classes_],
         fit_time=fit_time,
         eval_time=eval_time,
-        metrics=compute_metrics(
-            A, forgetting_convention=forgetting_convention, fwt_baseline=fwt_baseline
-        ),
+        metrics=metrics,
         mode=mode,
         estimator=est if return_estimator else None,
+        dmi_matrix=D if dmi else None,
+        zero_shot=zero_shot,
     )
+
+
+def _untrained(estimator, X, y, groups, **kwargs):
+    """``estimator`` after the first task's lifecycle with training skipped.
+
+    ``partial_fit_task`` runs as usual (validation, initialisation, the same random
+    draws, head growth, the method's hooks) but the training step
+    (``ContinualClassifier._train``) is replaced by a no-op on this instance, so the
+    network keeps its initial weights: the zero-shot model of the forward-transfer
+    baseline (SLU paper, Sect. 2.2).
+    """
+    estimator._train = lambda *args, **kw: []
+    try:
+        estimator.partial_fit_task(X, y, groups, **kwargs)
+    finally:
+        del estimator._train
+    return estimator
 
 
 def _seeded(obj, seed: int):

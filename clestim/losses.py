@@ -30,6 +30,41 @@ def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature:
     )
 
 
+#: The ``kd`` values of :class:`~clestim.methods.ER` and its subclasses.
+KD_KINDS = (None, "features", "logits", "both")
+
+
+def replay_distillation_loss(
+    kind, features, logits, teacher_features, teacher_logits, temperature: float = 2.0
+) -> torch.Tensor:
+    """The KD variants of the SLU paper (Sect. 3.3) for replay methods.
+
+    - ``'features'``, the analogue of its audio-KD (distillation at the encoder):
+      ``MSE(h, h_old)``, the mean squared difference of the current and the
+      previous (teacher) backbone embeddings.
+    - ``'logits'``, the analogue of its seq-KD (at the decoder's outputs):
+      :func:`distillation_loss` on the old classes' logits (the teacher's columns).
+    - ``'both'``: their sum.
+
+    Parameters
+    ----------
+    kind : {'features', 'logits', 'both'}
+    features, teacher_features : Tensor of shape (n_samples, n_features)
+    logits : Tensor of shape (n_samples, n_classes)
+    teacher_logits : Tensor of shape (n_samples, n_old_classes)
+    temperature : float, default=2.0
+    """
+    if kind not in KD_KINDS[1:]:
+        raise ValueError(f"kind must be one of {KD_KINDS[1:]}, got {kind!r}")
+    loss = features.new_zeros(())
+    if kind in ("features", "both"):
+        loss = loss + F.mse_loss(features, teacher_features)
+    if kind in ("logits", "both"):
+        old = teacher_logits.shape[1]
+        loss = loss + distillation_loss(logits[:, :old], teacher_logits, temperature)
+    return loss
+
+
 def soft_dtw(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
     """Soft dynamic time warping discrepancy of pairs of sequences (Cuturi & Blondel 2017).
 

@@ -20,7 +20,8 @@ convention for a single-task matrix.
 The metrics follow the definitions of these papers, quoted in each docstring:
 
 - TSCIL: Qiao et al., "Class-incremental Learning for Time Series: Benchmark and
-  Evaluation", KDD 2024, Sect. 4.4 (A_i, F_i, A_cur).
+  Evaluation", KDD 2024, Sect. 4.4, metrics (1)-(3) of its list (A_i, F_i, A_cur;
+  the paper's numbered *equations* 1-3 are the learning objective and LwF's losses).
 - GEM: Lopez-Paz and Ranzato, "Gradient Episodic Memory for Continual Learning",
   NeurIPS 2017 (BWT, FWT).
 - Continuum: Douillard and Lesort, "Continuum: Simple management of complex
@@ -43,6 +44,7 @@ negated, as scikit-learn does with ``neg_mean_squared_error``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -67,6 +69,10 @@ __all__ = [
     "task_incremental_accuracy",
     "compute_metrics",
     "METRICS",
+    "BWT_CONVENTIONS",
+    "DMI_METRICS",
+    "dmi_row",
+    "dmi_matrix",
     "snapshot_accuracy_matrix",
     "StreamScorer",
     "make_stream_scorer",
@@ -143,7 +149,7 @@ def _row(A: np.ndarray, task) -> int:
 
 # --------------------------------------------------------------------------- metrics
 def average_accuracy(A, task=None) -> float:
-    r"""Average accuracy :math:`\mathcal{A}_i` after learning task ``i`` (TSCIL, Eq. 1).
+    r"""Average accuracy :math:`\mathcal{A}_i` after learning task ``i`` (TSCIL Sect. 4.4, (1)).
 
     .. math:: \mathcal{A}_i = \frac{1}{i} \sum_{j=1}^{i} a_{i,j}
 
@@ -174,7 +180,7 @@ def average_accuracies(A) -> np.ndarray:
 
 
 def average_forgetting(A, task=None, convention="paper") -> float:
-    r"""Average forgetting :math:`\mathcal{F}_i` (Chaudhry et al. 2018; TSCIL, Eq. 2).
+    r"""Average forgetting :math:`\mathcal{F}_i` (Chaudhry et al. 2018; TSCIL Sect. 4.4, (2)).
 
     .. math::
 
@@ -217,7 +223,8 @@ def average_forgetting(A, task=None, convention="paper") -> float:
 
 
 def learning_accuracy(A) -> float:
-    r"""Average learning accuracy :math:`\mathcal{A}_{cur}` (Riemer et al. 2019; TSCIL, Eq. 3).
+    r"""Average learning accuracy :math:`\mathcal{A}_{cur}` (Riemer et al. 2019;
+    TSCIL Sect. 4.4, (3)).
 
     .. math:: \mathcal{A}_{cur} = \frac{1}{T} \sum_{i=1}^{T} a_{i,i}
 
@@ -260,22 +267,32 @@ def average_incremental_accuracy(A) -> float:
 
 
 def backward_transfer(A, convention="gem") -> float:
-    r"""Backward transfer, BWT (Lopez-Paz and Ranzato, GEM, NeurIPS 2017).
+    r"""Backward transfer, BWT, in two conventions.
 
-    - ``convention='gem'`` (default), GEM's Eq. 3:
+    - ``convention='gem'`` (default): the last row only, GEM's Eq. 3 (Lopez-Paz and
+      Ranzato, NeurIPS 2017):
 
       .. math:: \text{BWT} = \frac{1}{T-1} \sum_{i=1}^{T-1} (a_{T,i} - a_{i,i})
 
-    - ``convention='continuum'``, the average over every later row, as the SLU
-      paper describes it and the Continuum library computes it:
+    - ``convention='all_pairs'``: the mean over every pair :math:`i > j`, as the SLU
+      paper (Sect. 2.2) describes it and the Continuum library computes it
+      (``'continuum'`` is an alias):
 
       .. math:: \text{BWT} = \frac{2}{T(T-1)} \sum_{i=2}^{T} \sum_{j=1}^{i-1}
           (a_{i,j} - a_{j,j})
 
     Negative values mean forgetting; higher is better. 0.0 for ``T = 1``.
+
+    Examples
+    --------
+    >>> A = [[0.9, 0.0, 0.0], [0.5, 0.8, 0.0], [0.6, 0.4, 0.7]]
+    >>> round(backward_transfer(A), 6)  # ((0.6 - 0.9) + (0.4 - 0.8)) / 2
+    -0.35
+    >>> round(backward_transfer(A, "all_pairs"), 6)  # (-0.4 - 0.3 - 0.4) / 3
+    -0.366667
     """
-    if convention not in ("gem", "continuum"):
-        raise ValueError(f"convention must be 'gem' or 'continuum'; got {convention!r}.")
+    if convention not in BWT_CONVENTIONS:
+        raise ValueError(f"convention must be one of {BWT_CONVENTIONS}; got {convention!r}.")
     A = check_accuracy_matrix(A)
     T = A.shape[0]
     if T == 1:
@@ -285,6 +302,10 @@ def backward_transfer(A, convention="gem") -> float:
         return float(np.mean(A[-1, :-1] - d[:-1]))
     diffs = [A[i, j] - d[j] for i in range(1, T) for j in range(i)]
     return float(np.mean(diffs))
+
+
+#: Accepted ``convention`` values of :func:`backward_transfer`.
+BWT_CONVENTIONS = ("gem", "all_pairs", "continuum")
 
 
 def forward_transfer(A, baseline=None) -> float:
@@ -301,7 +322,9 @@ def forward_transfer(A, baseline=None) -> float:
       .. math:: \text{FWT} = \frac{1}{T-1} \sum_{i=2}^{T} a_{i-1,i}
 
     Reads the first superdiagonal, which must be finite. In class-incremental
-    learning a head that does not know task ``i``'s classes scores 0 there.
+    learning a head that does not know task ``i``'s classes scores 0 there by
+    construction: :func:`clestim.evaluation.evaluate_stream` then reports ``NaN``
+    (and measures the zero-shot ``b`` itself where FWT is defined).
     Higher is better. 0.0 for ``T = 1``.
 
     Parameters
@@ -355,8 +378,8 @@ def dmi(A) -> DMI:
 
     (past tasks, current task, future tasks). The paper's formulas are not in the
     text we have; the regions follow its Figure 2 description. This function
-    computes the three means of whatever matrix it is given; build the matrix with
-    :func:`clustering_accuracy` to reproduce the paper. Needs ``T >= 2``.
+    computes the three means of whatever matrix it is given; build the matrix of
+    a fitted model with :func:`dmi_matrix` to reproduce the paper. Needs ``T >= 2``.
 
     Returns
     -------
@@ -473,16 +496,29 @@ METRICS = {
     "learning_accuracy": (learning_accuracy, True),
     "average_incremental_accuracy": (average_incremental_accuracy, True),
     "backward_transfer": (backward_transfer, True),
+    "backward_transfer_gem": (partial(backward_transfer, convention="gem"), True),
+    "backward_transfer_all_pairs": (partial(backward_transfer, convention="all_pairs"), True),
     "forward_transfer": (forward_transfer, True),
     "current_accuracy": (current_accuracy, True),
     "last_accuracy": (last_accuracy, True),
 }
 
 
-def compute_metrics(A, forgetting_convention="paper", fwt_baseline=None) -> dict:
+#: The three DMI scores, as ``compute_metrics`` and the scorers name them.
+DMI_METRICS = ("dmi_stability", "dmi_plasticity", "dmi_generalisation")
+
+
+def compute_metrics(
+    A, forgetting_convention="paper", fwt_baseline=None, clustering_matrix=None
+) -> dict:
     """All registered metrics of one accuracy matrix, as a dict of floats.
 
-    ``forward_transfer`` is ``NaN`` when the superdiagonal was not evaluated.
+    - ``backward_transfer`` is GEM's last-row BWT (kept for older reports);
+      ``backward_transfer_gem`` and ``backward_transfer_all_pairs`` name both
+      conventions of :func:`backward_transfer` explicitly.
+    - ``forward_transfer`` is ``NaN`` when the superdiagonal was not evaluated.
+    - With ``clustering_matrix`` (the DMI matrix of :func:`dmi_matrix`), the keys
+      of :data:`DMI_METRICS` are added.
     """
     A = check_accuracy_matrix(A)
     out = {}
@@ -496,7 +532,123 @@ def compute_metrics(A, forgetting_convention="paper", fwt_baseline=None) -> dict
                 out[name] = float("nan")
         else:
             out[name] = fn(A)
+    if clustering_matrix is not None:
+        out.update(zip(DMI_METRICS, dmi(clustering_matrix)))
     return out
+
+
+# --------------------------------------------------------------------------- DMI from a model
+def dmi_row(embeddings, y, masks, *, n_clusters=None, random_state=0, n_init=10) -> np.ndarray:
+    r"""One row of the DMI matrix: k-means on the embeddings of all samples, one
+    Hungarian mapping of clusters to labels, the matched accuracy per task.
+
+    Parameters
+    ----------
+    embeddings : array-like of shape (n_samples, n_features)
+        The embeddings of every test sample (seen and unseen tasks) by one snapshot.
+    y : array-like of shape (n_samples,)
+    masks : list of boolean arrays of shape (n_samples,)
+        The samples of each task.
+    n_clusters : int, default=None
+        K; the number of distinct labels in ``y`` by default (the SLU paper's
+        "total number of classes").
+    random_state : int, default=0
+        Seed of :class:`sklearn.cluster.KMeans`.
+    n_init : int, default=10
+        k-means restarts.
+
+    Returns
+    -------
+    ndarray of shape (len(masks),)
+        ``A_dmi[i, j]`` for each task ``j``.
+    """
+    from sklearn.cluster import KMeans
+
+    y = np.asarray(y)
+    embeddings = np.asarray(embeddings, dtype=np.float64)
+    if embeddings.ndim != 2 or len(embeddings) != len(y):
+        raise ValueError(
+            f"embeddings must have shape (n_samples, n_features) with n_samples = {len(y)}; "
+            f"got {embeddings.shape}."
+        )
+    labels, yi = np.unique(y, return_inverse=True)
+    k = len(labels) if n_clusters is None else int(n_clusters)
+    if not 1 <= k <= len(y):
+        raise ValueError(f"n_clusters must lie in [1, n_samples={len(y)}]; got {k}.")
+    clusters = KMeans(k, n_init=n_init, random_state=random_state).fit_predict(embeddings)
+    counts = np.zeros((k, len(labels)), dtype=np.int64)
+    np.add.at(counts, (clusters, yi), 1)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    mapping = np.full(k, -1)  # clusters left unmatched (k > labels) count as wrong
+    mapping[rows] = cols
+    correct = mapping[clusters] == yi
+    return np.array([correct[m].mean() if np.any(m) else np.nan for m in masks])
+
+
+def dmi_matrix(estimator, X, y, task_classes=None, *, random_state=0, n_init=10) -> np.ndarray:
+    r"""The DMI matrix of a fitted clestim estimator (SLU paper, Sect. 3.1).
+
+    For each weight snapshot ``i`` (``estimator.transform(X, after_task=i)``) all
+    test samples, of seen and unseen tasks, are embedded; k-means with K = the total
+    number of classes groups them; the Hungarian algorithm
+    (:func:`scipy.optimize.linear_sum_assignment`) maps clusters to labels once per
+    snapshot, over all samples; ``A_dmi[i, j]`` is the matched accuracy on task
+    ``j``'s samples. :func:`dmi` reads the three scores off it.
+
+    What the paper specifies: k-means on the embeddings of all N samples with K
+    clusters, Hungarian maximum matching against the ground truth, the matched
+    accuracies filling the matrix, the three regions. What is reconstructed: the
+    embedding is the backbone's output (the head's input, ``transform``), the
+    analogue of the paper's "predicted intent class embeddings"; k-means is
+    scikit-learn's (k-means++, ``n_init`` restarts, seeded) on raw embeddings; the
+    mapping is one-to-one over all samples, and accuracy on a task is the share of
+    its samples whose cluster maps to their label.
+
+    Parameters
+    ----------
+    estimator : fitted clestim estimator
+        With ``transform(X, after_task=i)`` and ``task_classes_``.
+    X : array-like
+        Test inputs; samples of classes outside ``task_classes`` are ignored.
+    y : array-like of shape (n_samples,)
+    task_classes : list of array-like, default=None
+        The classes of each task; the estimator's ``task_classes_`` by default. One
+        row per snapshot, so there must be as many tasks as snapshots.
+    random_state : int, default=0
+    n_init : int, default=10
+
+    Returns
+    -------
+    ndarray of shape (T, T)
+    """
+    if task_classes is None:
+        task_classes = getattr(estimator, "task_classes_", None)
+        if task_classes is None:
+            raise ValueError("The estimator is not fitted (no task_classes_).")
+    T = len(task_classes)
+    n_seen = getattr(estimator, "n_tasks_seen_", None)
+    if n_seen != T:
+        raise ValueError(
+            f"dmi_matrix needs one snapshot per task: {T} tasks but the estimator has learnt "
+            f"{n_seen}."
+        )
+    y = np.asarray(y)
+    masks = [np.isin(y, np.asarray(c)) for c in task_classes]
+    keep = np.flatnonzero(np.any(masks, axis=0))
+    for j, m in enumerate(masks):
+        if not m.any():
+            raise ValueError(f"The test data holds no sample of task {j}.")
+    Xk, yk = _safe_indexing(X, keep), y[keep]
+    masks = [m[keep] for m in masks]
+    return np.stack(
+        [
+            dmi_row(
+                estimator.transform(Xk, after_task=i), yk, masks,
+                random_state=random_state, n_init=n_init,
+            )
+            for i in range(T)
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- scorers
@@ -580,6 +732,9 @@ class StreamScorer:
     def __call__(self, estimator, X, y, sample_weight=None):
         if sample_weight is not None:
             raise ValueError("Stream scorers do not support sample_weight.")
+        if self.metric in DMI_METRICS:
+            scores = dmi(dmi_matrix(estimator, X, y, **self.kwargs))
+            return self.sign * scores[DMI_METRICS.index(self.metric)]
         A = snapshot_accuracy_matrix(estimator, X, y, mode=self.mode)
         fn = METRICS[self.metric][0]
         return self.sign * fn(A, **self.kwargs)
@@ -603,12 +758,16 @@ def make_stream_scorer(metric, *, mode="class", **kwargs) -> StreamScorer:
     metric : str
         One of ``METRICS``: ``'average_accuracy'``, ``'average_forgetting'``,
         ``'learning_accuracy'``, ``'average_incremental_accuracy'``,
-        ``'backward_transfer'``, ``'forward_transfer'``, ``'current_accuracy'``,
-        ``'last_accuracy'``.
+        ``'backward_transfer'`` (also ``'backward_transfer_gem'``,
+        ``'backward_transfer_all_pairs'``), ``'forward_transfer'``,
+        ``'current_accuracy'``, ``'last_accuracy'``; or one of :data:`DMI_METRICS`
+        (``'dmi_stability'``, ``'dmi_plasticity'``, ``'dmi_generalisation'``), which
+        read the DMI matrix of :func:`dmi_matrix` (k-means per snapshot) instead.
     mode : {'class', 'task'}, default='class'
         Class- or task-incremental evaluation.
     **kwargs
-        Passed to the metric (``convention='tscil'``, ``baseline=...``).
+        Passed to the metric (``convention='tscil'``, ``baseline=...``), or to
+        :func:`dmi_matrix` for the DMI scores (``random_state``, ``n_init``).
 
     Examples
     --------
@@ -617,9 +776,11 @@ def make_stream_scorer(metric, *, mode="class", **kwargs) -> StreamScorer:
     make_stream_scorer('average_forgetting', greater_is_better=False, mode='class', \
 convention='tscil')
     """
-    if metric not in METRICS:
-        raise ValueError(f"Unknown metric {metric!r}; choose one of {sorted(METRICS)}.")
+    if metric not in METRICS and metric not in DMI_METRICS:
+        raise ValueError(
+            f"Unknown metric {metric!r}; choose one of {sorted(METRICS) + list(DMI_METRICS)}."
+        )
     if mode not in ("class", "task"):
         raise ValueError(f"mode must be 'class' or 'task'; got {mode!r}.")
-    sign = 1.0 if METRICS[metric][1] else -1.0
+    sign = 1.0 if metric in DMI_METRICS or METRICS[metric][1] else -1.0
     return StreamScorer(metric, sign, mode, kwargs)

@@ -6,6 +6,10 @@
 - :func:`plot_accuracy_matrix`: a heatmap of one accuracy matrix.
 - :func:`plot_memory_budget`: final average accuracy against the memory budget
   (TSCIL, Section 5.1).
+- :func:`plot_dmi_matrix`: the DMI (clustering-accuracy) matrix beside the accuracy
+  matrix (SLU paper, Figure 2); returns a figure.
+- :func:`plot_embeddings`: t-SNE of the test embeddings after each task, one panel
+  per task, coloured by class; returns a figure.
 
 Both functions draw on a given ``ax`` (or a new figure) and return the
 :class:`matplotlib.axes.Axes`; ``ax.figure`` is the figure. Nothing is shown or
@@ -19,7 +23,13 @@ import numpy as np
 from .evaluation import confidence_interval
 from .metrics import average_accuracies, check_accuracy_matrix
 
-__all__ = ["plot_average_accuracy", "plot_accuracy_matrix", "plot_memory_budget"]
+__all__ = [
+    "plot_average_accuracy",
+    "plot_accuracy_matrix",
+    "plot_memory_budget",
+    "plot_dmi_matrix",
+    "plot_embeddings",
+]
 
 
 _MARKERS = "osD^v"
@@ -221,3 +231,96 @@ def plot_memory_budget(curves, *, confidence=0.95, ax=None, figsize=(6.5, 3.5)):
     ax.set_xlabel("memory budget (% of the training samples)")
     ax.set_ylabel("final average accuracy $\\mathcal{A}_T$ (%)")
     return _finish(ax)
+
+
+def plot_dmi_matrix(D, *, accuracy_matrix=None, percent=True, figsize=None):
+    """Heatmap of a DMI matrix, beside the accuracy matrix when one is given.
+
+    Parameters
+    ----------
+    D : array-like of shape (T, T)
+        Clustering accuracies (:func:`clestim.metrics.dmi_matrix`); its three
+        regions are DMI's stability (below the diagonal), plasticity (diagonal)
+        and generalisation (above).
+    accuracy_matrix : array-like of shape (T, T), default=None
+    percent : bool, default=True
+    figsize : tuple, default=None
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.figure import Figure
+
+    from .metrics import dmi
+
+    panels = [("DMI matrix", D)]
+    if accuracy_matrix is not None:
+        panels.insert(0, ("accuracy matrix", accuracy_matrix))
+    fig = Figure(figsize=figsize or (4.2 * len(panels), 3.6), layout="constrained")
+    for k, (title, M) in enumerate(panels):
+        ax = plot_accuracy_matrix(M, percent=percent, ax=fig.add_subplot(1, len(panels), k + 1))
+        if title == "DMI matrix" and len(M) > 1:
+            stab, plas, gen = dmi(M)
+            scale = 100 if percent else 1
+            title += f"\nstab {stab * scale:.1f}, plas {plas * scale:.1f}, gen {gen * scale:.1f}"
+        ax.set_title(title, fontsize="medium")
+    return fig
+
+
+def plot_embeddings(
+    estimator, X, y, *, tasks=None, max_samples=1000, perplexity=30.0, max_iter=1000,
+    random_state=0, panel_size=3.0,
+):
+    """t-SNE (:class:`sklearn.manifold.TSNE`) of the embeddings after each task.
+
+    One panel per weight snapshot (``estimator.transform(X, after_task=i)``), points
+    coloured by class, as the SLU paper's embedding figures.
+
+    Parameters
+    ----------
+    estimator : fitted clestim estimator
+    X, y : test data
+    tasks : list of int, default=None
+        The snapshots to draw; all by default.
+    max_samples : int, default=1000
+        A seeded random subset of at most this many samples (the same in every panel).
+    perplexity : float, default=30.0
+        Clipped below the number of samples.
+    max_iter : int, default=1000
+        t-SNE iterations (at least 250).
+    random_state : int, default=0
+        Seeds the subset and t-SNE.
+    panel_size : float, default=3.0
+        Inches per panel.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.figure import Figure
+    from sklearn.manifold import TSNE
+    from sklearn.utils import _safe_indexing
+
+    y = np.asarray(y)
+    tasks = list(range(estimator.n_tasks_seen_)) if tasks is None else list(tasks)
+    rng = np.random.RandomState(random_state)
+    keep = np.sort(rng.permutation(len(y))[:max_samples])
+    Xk, yk = _safe_indexing(X, keep), y[keep]
+    classes, codes = np.unique(yk, return_inverse=True)
+    fig = Figure(figsize=(panel_size * len(tasks) + 1.2, panel_size), layout="constrained")
+    for k, task in enumerate(tasks):
+        emb = estimator.transform(Xk, after_task=task)
+        points = TSNE(
+            perplexity=min(perplexity, len(yk) - 1), max_iter=max_iter,
+            random_state=random_state, init="pca",
+        ).fit_transform(emb)
+        ax = fig.add_subplot(1, len(tasks), k + 1)
+        for c in range(len(classes)):
+            sel = codes == c
+            ax.scatter(*points[sel].T, s=4, color=f"C{c % 10}", label=str(classes[c]))
+        ax.set_title(f"after task {task + 1}", fontsize="medium")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    ax.legend(fontsize="x-small", markerscale=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

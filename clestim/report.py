@@ -9,7 +9,9 @@ Writes, for the cells in ``RESULTS/cells``:
 * ``average_accuracy_<dataset>_<setting>.png``: the A_i evolution of every method
   with a CI band over runs (the paper's Figure 2);
 * ``accuracy_matrix_<dataset>_<setting>_<method>.png``: heatmaps of the mean
-  accuracy matrix;
+  accuracy matrix; where cells hold a DMI matrix (SLU paper), the table gains
+  DMI_stab/plas/gen rows and ``dmi_matrix_<...>.png`` shows it beside the accuracy
+  matrix;
 * ``memory_budget_<dataset>_<setting>.png``, where cells differ only in their
   memory budget: A_T against the budget (the paper's Section 5.1).
 
@@ -34,6 +36,9 @@ from .benchmark import (
 from .reference_results import published
 
 METRICS = ("A_T", "F_T", "A_cur")
+#: DMI rows of the table (SLU paper), where the cells hold them (``evaluate_stream(dmi=True)``).
+DMI_ROWS = {"DMI_stab": "dmi_stability", "DMI_plas": "dmi_plasticity",
+            "DMI_gen": "dmi_generalisation"}
 
 
 def _slug(text: str) -> str:
@@ -67,7 +72,27 @@ def report_frame(records: list[dict]):
         frame[f"paper_{metric}"] = [p[0] for p in paper]
         frame[f"paper_{metric}_ci"] = [p[1] for p in paper]
         frame[f"diff_{metric}"] = frame[metric] - frame[f"paper_{metric}"]
+    _add_dmi(frame, records)
     return frame
+
+
+def _add_dmi(frame, records) -> None:
+    """Mean and CI of the DMI scores (percent) per row, where cells hold them."""
+    from .evaluation import confidence_interval
+
+    if not any(DMI_ROWS["DMI_stab"] in r["metrics"] for r in records):
+        return
+    groups = {}
+    for r in records:
+        key = (r["dataset"], r["setting"], r["method"], variant_label(r))
+        groups.setdefault(key, []).append(r)
+    keys = zip(frame["dataset"], frame["setting"], frame["method"], frame["variant"])
+    values = [groups[key] for key in keys]
+    for label, metric in DMI_ROWS.items():
+        stats = [confidence_interval([100 * r["metrics"].get(metric, np.nan) for r in group])
+                 for group in values]
+        frame[label] = [float(m) for m, _ in stats]
+        frame[f"{label}_ci"] = [float(h) for _, h in stats]
 
 
 def markdown_table(frame) -> str:
@@ -81,13 +106,14 @@ def markdown_table(frame) -> str:
                   f"precision: {precisions})", ""]
         lines.append("| metric | " + " | ".join(methods) + " |")
         lines.append("|---" * (len(methods) + 1) + "|")
-        for metric in METRICS:
+        dmi_rows = tuple(m for m in DMI_ROWS if m in block and block[m].notna().any())
+        for metric in METRICS + dmi_rows:
             cells = []
             for _, row in block.iterrows():
                 ours = f"{row[metric]:.1f}"
                 if row["runs"] > 1:  # one run has no interval
                     ours += f" ± {row[metric + '_ci']:.1f}"
-                if not np.isnan(row[f"paper_{metric}"]):
+                if not np.isnan(row.get(f"paper_{metric}", np.nan)):
                     ours += (
                         f" (paper {row[f'paper_{metric}']:.1f} ± {row[f'paper_{metric}_ci']:.1f},"
                         f" Δ {row[f'diff_{metric}']:+.1f})"
@@ -100,7 +126,12 @@ def markdown_table(frame) -> str:
 
 def write_report(results, out=None) -> list[Path]:
     """Write the tables and plots of ``results`` into ``out`` (default: ``results``)."""
-    from .plotting import plot_accuracy_matrix, plot_average_accuracy, plot_memory_budget
+    from .plotting import (
+        plot_accuracy_matrix,
+        plot_average_accuracy,
+        plot_dmi_matrix,
+        plot_memory_budget,
+    )
 
     records = load_results(results)
     if not records:
@@ -129,6 +160,14 @@ def write_report(results, out=None) -> list[Path]:
             path = out / f"accuracy_matrix_{_slug(dataset)}_{_slug(setting)}_{_slug(method)}.png"
             ax.figure.savefig(path, dpi=120)
             written.append(path)
+            dmi = [r["dmi_matrix"] for r in records if "dmi_matrix" in r
+                   and (r["dataset"], r["setting"], method_label(r)) == (dataset, setting, method)]
+            if dmi:
+                fig = plot_dmi_matrix(np.mean(dmi, axis=0), accuracy_matrix=np.mean(matrices, 0))
+                fig.suptitle(f"{method} on {dataset}")
+                path = out / f"dmi_matrix_{_slug(dataset)}_{_slug(setting)}_{_slug(method)}.png"
+                fig.savefig(path, dpi=120)
+                written.append(path)
     for (dataset, setting), curves in sorted(_budget_curves(records).items()):
         ax = plot_memory_budget(curves)
         ax.set_title(f"{dataset} ({setting})")

@@ -356,6 +356,19 @@ class ClassIncremental(BaseStream):
         ``'last'`` puts the left-over classes into the last task (with fewer classes
         than ``classes_per_task``, one task holds them all), ``'drop'`` leaves
         them (and their samples) out of the stream.
+    order : {'random', 'frequency', 'close_semantic', 'diverse_semantic'}, default='random'
+        How classes are grouped into tasks (SLU paper, Sect. 4.3; see
+        :mod:`clestim.task_orders`). ``'random'``: as ``shuffle`` and
+        ``class_order`` say. ``'frequency'``: the most populated classes first.
+        ``'close_semantic'``: the most similar classes share a task.
+        ``'diverse_semantic'``: similar classes go to different tasks. Groups have
+        equal sizes; ``random_state`` breaks ties. The last three ignore ``shuffle``
+        and cannot be combined with ``class_order``.
+    similarity : None, array-like or fitted estimator, default=None
+        For the semantic orders: None compares the class means of the raw ``X``
+        (cosine); a fitted estimator compares the class means of its
+        ``transform(X)``; a ``(n_classes, n_classes)`` matrix over the sorted
+        classes gives the similarities directly.
 
     Attributes
     ----------
@@ -388,6 +401,8 @@ class ClassIncremental(BaseStream):
         shuffle=True,
         random_state=None,
         remainder="error",
+        order="random",
+        similarity=None,
     ):
         self.n_tasks = n_tasks
         self.classes_per_task = classes_per_task
@@ -395,6 +410,8 @@ class ClassIncremental(BaseStream):
         self.shuffle = shuffle
         self.random_state = random_state
         self.remainder = remainder
+        self.order = order
+        self.similarity = similarity
 
     def _n_tasks_without_data(self):
         if self.n_tasks is not None:
@@ -404,10 +421,15 @@ class ClassIncremental(BaseStream):
         return None
 
     def _uses_randomness(self) -> bool:
+        if getattr(self, "order", "random") != "random":
+            return True  # ties are broken at random
         return bool(self.shuffle) and self.class_order is None
 
-    def _class_groups(self, y: np.ndarray) -> list[np.ndarray]:
+    def _class_groups(self, y: np.ndarray, X=None) -> list[np.ndarray]:
         seen = unique_in_order(y)
+        order = getattr(self, "order", "random")  # subclasses without the parameter
+        if order != "random":
+            return self._ordered_groups(X, y, order)
         if self.class_order is not None:
             groups, nested = _check_explicit_order(self.class_order, seen, "class")
             if nested:
@@ -425,9 +447,35 @@ class ClassIncremental(BaseStream):
             order = seen
         return _chunk(order, self.n_tasks, self.classes_per_task, self.remainder, "class")
 
+    def _ordered_groups(self, X, y, order) -> list[np.ndarray]:
+        """The class groups of the frequency and semantic orders."""
+        from . import task_orders
+
+        if order not in task_orders.ORDERS:
+            raise ValueError(f"order must be one of {task_orders.ORDERS}; got {order!r}.")
+        if self.class_order is not None:
+            raise ValueError(f"class_order cannot be combined with order={order!r}.")
+        classes = np.unique(y)
+        if order == "frequency":
+            ranked = task_orders.frequency_order(y, classes, self.random_state)
+            return _chunk(ranked, self.n_tasks, self.classes_per_task, self.remainder, "class")
+        if self.n_tasks is not None:
+            n = len(classes)
+            if not isinstance(self.n_tasks, numbers.Integral) or not 1 <= self.n_tasks <= n:
+                raise ValueError(f"n_tasks must be an integer in [1, {len(classes)}].")
+            size = len(classes) // self.n_tasks
+        else:
+            size = self.classes_per_task
+            if not isinstance(size, numbers.Integral) or not 1 <= size <= len(classes):
+                raise ValueError(f"classes_per_task must be an integer in [1, {len(classes)}].")
+        S = task_orders.class_similarity(X, y, classes, self.similarity)
+        make = getattr(task_orders, f"{order}_groups")
+        groups = make(S, size, self.random_state)
+        return _chunk(classes[np.concatenate(groups)], self.n_tasks, size, self.remainder, "class")
+
     def _make_tasks(self, X, y, groups):
         y = _check_y(X, y)
-        class_groups = self._class_groups(y)
+        class_groups = self._class_groups(y, X)
         self.task_classes_ = class_groups
         self.class_order_ = np.concatenate(class_groups)
         return _indices_of(y, class_groups)

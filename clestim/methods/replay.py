@@ -10,6 +10,7 @@ from torch.nn import functional as F
 
 from .. import _precision
 from ..base import ContinualClassifier
+from ..losses import KD_KINDS, replay_distillation_loss
 from ..memory import (
     MemoryBuffer,
     RandomRetrieval,
@@ -69,6 +70,17 @@ class ER(ContinualClassifier):
         Needs ``groups``.
     retrieval : {'random', 'subject_balanced'}, default='random'
         How a memory batch is drawn; ``'subject_balanced'`` needs ``groups``.
+    kd : {None, 'features', 'logits', 'both'}, default=None
+        Knowledge distillation from the network as it was before the task (a
+        frozen teacher) on the new and the replayed samples, as the SLU paper adds
+        to replay (Sect. 3.3): ``'features'`` matches the backbone embeddings (MSE,
+        its audio-KD), ``'logits'`` the old classes' logits (its seq-KD), see
+        :func:`~clestim.losses.replay_distillation_loss`. Every subclass (DER,
+        Herding...) inherits it.
+    kd_weight : float, default=1.0
+        Weight of the distillation term: ``loss += kd_weight * KD``.
+    kd_temperature : float, default=2.0
+        Temperature of the logit KD.
     batch_size : int, default=32
         New samples per step.
     patience : int, default=20
@@ -94,6 +106,9 @@ class ER(ContinualClassifier):
         online=False,
         memory_subjects=None,
         retrieval="random",
+        kd=None,
+        kd_weight=1.0,
+        kd_temperature=2.0,
         batch_size=32,
         patience=20,
         **params,
@@ -105,6 +120,9 @@ class ER(ContinualClassifier):
         self.online = online
         self.memory_subjects = memory_subjects
         self.retrieval = retrieval
+        self.kd = kd
+        self.kd_weight = kd_weight
+        self.kd_temperature = kd_temperature
 
     def _check_params(self):
         super()._check_params()
@@ -117,6 +135,12 @@ class ER(ContinualClassifier):
             raise ValueError(
                 f"replay_batch_size must be a positive integer, got {self.replay_batch_size!r}"
             )
+        if self.kd not in KD_KINDS:
+            raise ValueError(f"kd must be one of {KD_KINDS}, got {self.kd!r}")
+        if not isinstance(self.kd_weight, numbers.Real) or not self.kd_weight >= 0:
+            raise ValueError(f"kd_weight must be a number >= 0, got {self.kd_weight!r}")
+        if not isinstance(self.kd_temperature, numbers.Real) or not self.kd_temperature > 0:
+            raise ValueError(f"kd_temperature must be positive, got {self.kd_temperature!r}")
         if self.retrieval not in self.RETRIEVALS:
             raise ValueError(f"retrieval must be one of {self.RETRIEVALS}, got {self.retrieval!r}")
         subjects = self.memory_subjects
@@ -190,6 +214,7 @@ class ER(ContinualClassifier):
         self.memory_.update_policy, self.memory_.retrieval_policy = self._memory_policies()
         self.memory_.input_dtype = _precision.storage_dtype(self.precision, self.device)
         self.memory_.capacity = memory_capacity(self.memory_size, self.n_train_seen_)
+        self.teacher_ = self._frozen_copy() if self.kd and self.n_tasks_seen_ else None
 
     def _draw_subjects(self, groups) -> np.ndarray:
         if not isinstance(self.memory_subjects, numbers.Integral):
@@ -218,10 +243,37 @@ class ER(ContinualClassifier):
         memory = self.memory_.sample(
             self.replay_batch_size, self._generator, X=X, y=y, epoch=self._epoch
         )
+        if self.kd is not None:
+            return self._kd_training_loss(X, y, memory)
         if memory is None:
             return super()._training_loss(X, y)
         logits_memory, logits = self._forward(memory["X"], X)
         return self._criterion(logits, y) + self._replay_loss(logits_memory, memory)
+
+    def _kd_training_loss(self, X, y, memory):
+        """The training loss plus ``kd_weight`` times the distillation term."""
+        batches = (X,) if memory is None else (memory["X"], X)
+        if self._batch_coupled():  # as _forward: BatchNorm keeps per-batch statistics
+            features = [self.module_.features(x) for x in batches]
+            logits = [self.module_.head(h) for h in features]
+        else:
+            sizes = [len(x) for x in batches]
+            features = self.module_.features(torch.cat(batches))
+            logits = list(self.module_.head(features).split(sizes))
+            features = list(features.split(sizes))
+        loss = self._criterion(logits[-1], y)
+        if memory is not None:
+            loss = loss + self._replay_loss(logits[0], memory)
+        if self.teacher_ is None:
+            return loss
+        with torch.no_grad():
+            old_features = self.teacher_.features(torch.cat(batches))
+            old_logits = self.teacher_.head(old_features)
+        kd = replay_distillation_loss(
+            self.kd, torch.cat(features), torch.cat(logits), old_features, old_logits,
+            self.kd_temperature,
+        )
+        return loss + self.kd_weight * kd
 
     def _per_batch(self) -> bool:
         return self.online or self.memory_update == "per_batch"
