@@ -48,6 +48,11 @@ class MemoryBuffer:
         return self.fields[name]
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of every stored tensor (inputs, labels and any other field)."""
+        return sum(v.nbytes for v in self.fields.values())
+
+    @property
     def classes(self) -> torch.Tensor:
         """The encoded labels present in memory."""
         return torch.unique(self.fields["y"]) if self.fields else torch.empty(0, dtype=torch.long)

@@ -10,6 +10,7 @@ from torch.nn import functional as F
 
 from ..base import ContinualClassifier
 from ..memory import (
+    ConfidenceGate,
     MemoryBuffer,
     RandomRetrieval,
     Reservoir,
@@ -21,6 +22,7 @@ from ..memory import (
 from ..memory.policies import ClassBalancedSelection
 
 MEMORY_UPDATES = ("after_task", "per_batch")
+MEMORY_GATES = (None, "confidence")
 
 
 class ER(ContinualClassifier):
@@ -68,6 +70,17 @@ class ER(ContinualClassifier):
         Needs ``groups``.
     retrieval : {'random', 'subject_balanced'}, default='random'
         How a memory batch is drawn; ``'subject_balanced'`` needs ``groups``.
+    memory_gate : {None, 'confidence'}, default=None
+        ``'confidence'``: confidence-driven rehearsal (CDR, Villa et al. 2022,
+        Sect. 4.3; :class:`~clestim.memory.ConfidenceGate`). A sample is offered to
+        the memory's update policy only if the network's probability for its true
+        class (``predict_proba``'s, over the classes seen so far) is above
+        ``confidence_threshold``. The scoring network is the current one, in eval
+        mode, at the moment the samples are offered: after the task with its best
+        weights restored (``memory_update='after_task'``), or right after the
+        optimizer step of the batch (``'per_batch'``).
+    confidence_threshold : float, default=0.7
+        CDR's ``delta``, in [0, 1).
     batch_size : int, default=32
         New samples per step.
     patience : int, default=20
@@ -93,6 +106,8 @@ class ER(ContinualClassifier):
         online=False,
         memory_subjects=None,
         retrieval="random",
+        memory_gate=None,
+        confidence_threshold=0.7,
         batch_size=32,
         patience=20,
         **params,
@@ -104,6 +119,8 @@ class ER(ContinualClassifier):
         self.online = online
         self.memory_subjects = memory_subjects
         self.retrieval = retrieval
+        self.memory_gate = memory_gate
+        self.confidence_threshold = confidence_threshold
 
     def _check_params(self):
         super()._check_params()
@@ -115,6 +132,12 @@ class ER(ContinualClassifier):
         if not isinstance(self.replay_batch_size, numbers.Integral) or self.replay_batch_size < 1:
             raise ValueError(
                 f"replay_batch_size must be a positive integer, got {self.replay_batch_size!r}"
+            )
+        if self.memory_gate not in MEMORY_GATES:
+            raise ValueError(f"memory_gate must be one of {MEMORY_GATES}, got {self.memory_gate!r}")
+        if not 0.0 <= float(self.confidence_threshold) < 1.0:
+            raise ValueError(
+                f"confidence_threshold must be in [0, 1), got {self.confidence_threshold!r}"
             )
         if self.retrieval not in self.RETRIEVALS:
             raise ValueError(f"retrieval must be one of {self.RETRIEVALS}, got {self.retrieval!r}")
@@ -165,6 +188,8 @@ class ER(ContinualClassifier):
         update = self._update_policy()
         if self.memory_subjects is not None:
             update = SubjectSubset(self._group_codes(self.memory_subjects_).tolist(), update)
+        if self.memory_gate == "confidence":
+            update = ConfidenceGate(self._true_class_proba, self.confidence_threshold, update)
         return update, self._retrieval_policy()
 
     def _memory_fields(self, X: torch.Tensor, y: torch.Tensor, groups, index=None) -> dict:
@@ -247,6 +272,28 @@ class ER(ContinualClassifier):
 
     def _memory_samples(self):
         return self.memory_["X"], self.memory_["y"]
+
+    def _memory_tensors(self) -> list:
+        """Every tensor the method keeps between tasks for replay (``memory_nbytes_``)."""
+        return list(self.memory_.fields.values())
+
+    @property
+    def memory_nbytes_(self) -> int:
+        """Bytes of every stored tensor: inputs, labels, logits and anything else the
+        method keeps (Villa et al. 2022 report buffers in elements and bytes)."""
+        if not hasattr(self, "memory_"):
+            raise AttributeError(f"{type(self).__name__} has no memory before it is fitted")
+        return int(sum(t.nbytes for t in self._memory_tensors()))
+
+    def _true_class_proba(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The current network's probability (eval mode) for each sample's class ``y``."""
+        logits = self._eval_forward(X)
+        if self.classifier == "bce":
+            p = torch.sigmoid(logits)
+            p = p / p.sum(1, keepdim=True)
+        else:
+            p = torch.softmax(logits, 1)
+        return p.gather(1, y.to(p.device)[:, None]).squeeze(1)
 
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
         """The current network's embeddings in eval mode (for memory policies)."""
