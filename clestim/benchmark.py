@@ -34,7 +34,7 @@ RESULTS_FORMAT = 1
 SETTINGS = ("norm", "input_norm", "memory_size", "classifier", "backbone")
 CONFIG_KEYS = {
     "datasets", "methods", "runs", "seed", "settings", "params", "grid", "tune",
-    "max_epochs", "classes_per_task", "data_home", "device",
+    "max_epochs", "classes_per_task", "data_home", "device", "problems", "n_tasks",
 }
 
 
@@ -91,6 +91,13 @@ class BenchmarkConfig:
     classes_per_task : int, default=2
     data_home : str, optional
     device : str, default='cpu'
+    problems : int, optional
+        The fixed-problem protocol of Villa et al. (2022): ``problems`` problems of
+        ``n_tasks`` tasks drawn once (seed ``seed``) from a
+        :class:`~clestim.streams.TaskPool` of ``classes_per_task``-class tasks;
+        run ``e`` learns problem ``e`` (``runs`` is ignored), every method the same.
+    n_tasks : int, optional
+        Tasks per problem (default: the whole pool).
     """
 
     datasets: list = field(default_factory=lambda: ["basic_motions"])
@@ -105,6 +112,8 @@ class BenchmarkConfig:
     classes_per_task: int = 2
     data_home: str | None = None
     device: str = "cpu"
+    problems: int | None = None
+    n_tasks: int | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> BenchmarkConfig:
@@ -156,8 +165,9 @@ class BenchmarkConfig:
         combos = list(itertools.product(*(_as_list(self.settings[n]) for n in names)))
         methods = available_methods()
         cells = {}
+        runs = self.runs if self.problems is None else self.problems
         for dataset, method, combo, run in itertools.product(
-            self.datasets, self.methods, combos or [()], range(self.runs)
+            self.datasets, self.methods, combos or [()], range(runs)
         ):
             accepted = methods[method]._get_param_names()
             settings = tuple((n, v) for n, v in zip(names, combo) if n in accepted)
@@ -167,7 +177,8 @@ class BenchmarkConfig:
                                       self.grid_for(method).items())) if self.tune else ()),
                 ("max_epochs", self.max_epochs), ("seed", self.seed),
                 ("classes_per_task", self.classes_per_task),
-            )
+            ) + ((("problems", self.problems), ("n_tasks", self.n_tasks))
+                 if self.problems is not None else ())
             cell = Cell(_dataset_name(dataset), method, run, settings, protocol)
             cells[cell.key] = cell
         return list(cells.values())
@@ -255,8 +266,14 @@ def _percent_budget(text: str, n_samples) -> int:
 
 
 def make_stream(cell: Cell, config: BenchmarkConfig, n_classes: int):
-    """Class-incremental stream of run ``cell.run``; its experiment part when long."""
-    from .streams import ClassIncremental, StreamPart
+    """Class-incremental stream of run ``cell.run``; its experiment part when long.
+    With ``config.problems``, fixed problem number ``cell.run`` of a TaskPool."""
+    from .streams import ClassIncremental, StreamPart, TaskPool
+
+    if config.problems is not None:
+        pool = TaskPool(classes_per_task=config.classes_per_task, n_tasks=config.n_tasks,
+                        n_problems=config.problems, problem=cell.run, random_state=config.seed)
+        return pool, pool
 
     stream = ClassIncremental(
         classes_per_task=config.classes_per_task,
@@ -439,8 +456,9 @@ def variant_label(record: dict) -> str:
 
 
 def summary_frame(records: list[dict]):
-    """Mean and 95% CI (t distribution) of A_T, F_T and A_cur in percent per
-    dataset, setting, method and variant (the method's fixed parameters)."""
+    """Mean, 95% CI (t distribution) and std of A_T, F_T and A_cur in percent per
+    dataset, setting, method and variant (the method's fixed parameters), and the
+    memory after the last task as elements and bytes ('200 (0.3 MB)')."""
     import pandas as pd
 
     from .evaluation import confidence_interval
@@ -454,7 +472,20 @@ def summary_frame(records: list[dict]):
                "runs": len(group)}
         for label, metric in (("A_T", "average_accuracy"), ("F_T", "average_forgetting"),
                               ("A_cur", "learning_accuracy")):
-            mean, ci = confidence_interval(np.array([100 * r["metrics"][metric] for r in group]))
+            values = np.array([100 * r["metrics"][metric] for r in group])
+            mean, ci = confidence_interval(values)
             row[label], row[f"{label}_ci"] = float(mean), float(ci)
+            row[f"{label}_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        nbytes = [r["memory_nbytes"] for r in group if r.get("memory_nbytes") is not None]
+        row["memory"] = memory_label(
+            np.mean([r["memory_elements"] for r in group]), np.mean(nbytes)) if nbytes else ""
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def memory_label(elements, nbytes) -> str:
+    """A buffer as the video paper writes it: '200 (0.9 GB)'."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= size:
+            return f"{elements:.0f} ({nbytes / size:.1f} {unit})"
+    return f"{elements:.0f} ({nbytes:.0f} B)"
