@@ -68,8 +68,9 @@ def subsample(X, y, per_class, seed=0):
 
 def run(args, cells):
     from clestim import TaskPool
+    from clestim.datasets import load_dataset
 
-    data = clestim.datasets.load_dataset(args.dataset, data_home=args.data_home)
+    data = load_dataset(args.dataset, data_home=args.data_home)
     X, y = subsample(data.X_train, data.y_train, args.train_per_class)
     X_test, y_test = subsample(data.X_test, data.y_test, args.test_per_class)
     pool = TaskPool(classes_per_task=2, n_tasks=args.n_tasks, n_problems=args.problems,

@@ -244,7 +244,7 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stre
     params.update(config.params.get(cell.method, {}))
     if params.get("memory_size") == "tscil":
         params["memory_size"] = TSCIL_MEMORY_SIZE.get(cell.dataset, 0.05)
-    elif isinstance(params.get("memory_size"), str):
+    elif isinstance(params.get("memory_size"), str) and params["memory_size"].endswith("%"):
         params["memory_size"] = _percent_budget(params["memory_size"], n_stream_samples)
     return cls(**{k: v for k, v in params.items() if k in accepted})
 

@@ -243,3 +243,16 @@ def test_fixed_problems_are_drawn_once_and_shared_by_every_method():
         evaluate_runs(Naive(**TINY), pool, X, y, X, y, fixed_problems=True, n_runs=2)
     with pytest.raises(ValueError, match="TaskPool"):
         evaluate_runs(Naive(**TINY), ClassIncremental(), X, y, X, y, fixed_problems=True)
+
+
+def test_memory_size_in_bytes(uci_har_small):
+    from clestim.memory import memory_capacity
+
+    assert memory_capacity("50MB", 10, slot_nbytes=1000) == 50_000
+    assert memory_capacity("1KiB", 10, slot_nbytes=100) == 10
+    with pytest.raises(ValueError, match="size in bytes"):
+        memory_capacity("50 parsecs", 10)
+    X, y = uci_har_small["train"]
+    slot = 4 * X[0].size + 8  # float32 input and int64 label
+    est = ER(memory_size=f"{20 * slot}B", **TINY).partial_fit_task(X[y < 2], y[y < 2])
+    assert len(est.memory_) == 20 and est.memory_nbytes_ == 20 * slot

@@ -52,9 +52,11 @@ class ER(ContinualClassifier):
 
     Parameters
     ----------
-    memory_size : int or float, default=0.05
+    memory_size : int, float or str, default=0.05
         Buffer slots: a count, or a fraction of the training samples seen so far
-        (TSCIL's 5% of a 3-task UCI-HAR stream is ``memory_size=366``).
+        (TSCIL's 5% of a 3-task UCI-HAR stream is ``memory_size=366``), or a size
+        in bytes such as ``'50MB'``: as many slots as fit, a slot's size measured
+        before each task (``memory_nbytes_`` over the stored samples).
     memory_update : {'after_task', 'per_batch'}, default='after_task'
         ``'after_task'`` (TSCIL) offers the task's training split to the buffer once
         the task is learned; ``'per_batch'`` offers each batch right after its
@@ -214,7 +216,17 @@ class ER(ContinualClassifier):
                 self.memory_subjects_ = self._draw_subjects(groups)
             self.memory_ = MemoryBuffer(0)
         self.memory_.update_policy, self.memory_.retrieval_policy = self._memory_policies()
-        self.memory_.capacity = memory_capacity(self.memory_size, self.n_train_seen_)
+        self.memory_.capacity = memory_capacity(
+            self.memory_size, self.n_train_seen_, self._slot_nbytes(X)
+        )
+
+    def _slot_nbytes(self, X) -> int:
+        """Bytes of one memory slot, for a budget in bytes: measured on the memory
+        (everything it keeps, over its samples) or, while it is empty, one input in
+        float32 and its label."""
+        if len(self.memory_):
+            return -(-self.memory_nbytes_ // len(self.memory_))
+        return 4 * int(np.prod(X.shape[1:])) + 8
 
     def _draw_subjects(self, groups) -> np.ndarray:
         if not isinstance(self.memory_subjects, numbers.Integral):
