@@ -8,16 +8,13 @@ import numpy as np
 import pytest
 import torch
 from scipy.optimize import minimize
+from test_replay_methods import FAST, TINY, _stream_result, naive_forgetting  # noqa: F401
 
 from clestim import AGEM, DER, ER, FDR, GEM, GSS, HAL, Naive
-from clestim.evaluation import evaluate_stream
 from clestim.memory import ConfidenceGate, GSSGreedy, MemoryBuffer, TaskBalanced, gss_scores
 from clestim.methods.fdr import function_distance
 from clestim.methods.gem import agem_project, gem_project
 from clestim.streams import ClassIncremental
-
-FAST = dict(max_epochs=4, random_state=0, backbone_params={"channels": (32, 64)})
-TINY = dict(max_epochs=1, random_state=0, backbone_params={"channels": (8, 8)})
 
 
 # ------------------------------------------------------------------ GEM / A-GEM
@@ -181,18 +178,6 @@ def test_memory_nbytes_counts_every_stored_tensor(uci_har_small):
 
 
 # ------------------------------------------------------- real data: each method
-def _stream_result(est, data):
-    (X, y), (X_test, y_test) = data["train"], data["test"]
-    return evaluate_stream(
-        est, ClassIncremental(classes_per_task=2, shuffle=False), X, y, X_test, y_test
-    )
-
-
-@pytest.fixture(scope="module")
-def naive_forgetting(uci_har_small):
-    return _stream_result(Naive(**FAST), uci_har_small).metrics["average_forgetting"]
-
-
 @pytest.mark.parametrize(
     "make",
     [
@@ -204,7 +189,9 @@ def naive_forgetting(uci_har_small):
     ],
     ids=["GEM", "A-GEM", "GSS", "HAL", "FDR"],
 )
-def test_learns_above_chance_and_forgets_less_than_naive(make, uci_har_small, naive_forgetting):
+def test_learns_above_chance_and_forgets_less_than_naive(
+    make, uci_har_small, naive_forgetting  # noqa: F811 - the imported fixture
+):
     metrics = _stream_result(make(), uci_har_small).metrics
     assert metrics["average_accuracy"] > 0.3  # chance: 1/6
     assert metrics["average_forgetting"] < naive_forgetting - 0.1
