@@ -113,6 +113,8 @@ class HAL(ER):
         optimizer = torch.optim.SGD(net.parameters(), lr=self.hal_lr)
         for _ in range(self.finetuning_steps):
             batch = self.memory_.sample(self.batch_size, self._generator)
+            if batch is None:  # nothing in memory (e.g. every sample gated out)
+                break
             optimizer.zero_grad()
             self._criterion(net(batch["X"]), batch["y"]).backward()
             optimizer.step()
