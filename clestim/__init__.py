@@ -3,13 +3,18 @@
 from .base import ContinualClassifier
 from .evaluation import RunsResult, StreamResult, evaluate_runs, evaluate_stream
 from .methods import (
+    AGEM,
     ASER,
     CLOPS,
     DER,
     DT2W,
     ER,
     EWC,
+    FDR,
+    GEM,
     GR,
+    GSS,
+    HAL,
     MAS,
     DERpp,
     Herding,
@@ -32,6 +37,7 @@ from .streams import (
 
 __all__ = [
     # estimators
+    "AGEM",
     "ASER",
     "CLOPS",
     "DER",
@@ -39,7 +45,11 @@ __all__ = [
     "DT2W",
     "ER",
     "EWC",
+    "FDR",
+    "GEM",
     "GR",
+    "GSS",
+    "HAL",
     "ContinualClassifier",
     "Herding",
     "LwF",

@@ -8,7 +8,9 @@ method-specific through three hooks that the net calls:
 
 * ``learner._training_loss(X, y)``: the loss of one training batch;
 * ``learner._criterion(logits, y)``: the validation loss (early stopping);
-* ``learner._after_batch(X, y, epoch)``: after each optimizer step (memory updates).
+* ``learner._after_batch(X, y, epoch)``: after each optimizer step (memory updates);
+  during it ``learner._optimizer`` is the task's optimizer, for a method that takes
+  a step of its own (FDR).
 
 Before each training step the net sets ``learner._epoch`` (from 0 within the task)
 and ``learner._batch_index`` (the positions of the batch's samples in the task's
@@ -121,7 +123,11 @@ class TaskNet(NeuralNet):
 
     def train_step(self, batch, **fit_params):
         step = super().train_step(batch, **fit_params)
-        self.learner._after_batch(*batch, epoch=len(self.history) - 1)
+        self.learner._optimizer = self.optimizer_  # for methods with a step of their own (FDR)
+        try:
+            self.learner._after_batch(*batch, epoch=len(self.history) - 1)
+        finally:
+            del self.learner._optimizer
         return step
 
 

@@ -40,7 +40,8 @@ RESULTS_FORMAT = 1
 SETTINGS = ("norm", "input_norm", "memory_size", "classifier", "backbone")
 CONFIG_KEYS = {
     "datasets", "methods", "runs", "seed", "settings", "params", "grid", "tune",
-    "max_epochs", "classes_per_task", "data_home", "device", "threads", "precision",
+    "max_epochs", "classes_per_task", "data_home", "device", "threads", "precision", "problems",
+    "n_tasks",
 }
 #: Protocol facts added to the cell key after the first results were written, with
 #: the value those results used. A cell whose value equals it keeps its old key (so
@@ -119,6 +120,13 @@ class BenchmarkConfig:
     precision : {'fp32', 'bf16', 'fp16'}, default='fp32'
         The estimators' ``precision``; part of a cell's key unless ``'fp32'`` (so
         fp32 cells keep the keys they had before the option existed).
+    problems : int, optional
+        The fixed-problem protocol of Villa et al. (2022): ``problems`` problems of
+        ``n_tasks`` tasks drawn once (seed ``seed``) from a
+        :class:`~clestim.streams.TaskPool` of ``classes_per_task``-class tasks;
+        run ``e`` learns problem ``e`` (``runs`` is ignored), every method the same.
+    n_tasks : int, optional
+        Tasks per problem (default: the whole pool).
     """
 
     datasets: list = field(default_factory=lambda: ["basic_motions"])
@@ -135,6 +143,8 @@ class BenchmarkConfig:
     device: str = "cpu"
     threads: int | str = 1
     precision: str = "fp32"
+    problems: int | None = None
+    n_tasks: int | None = None
 
     @classmethod
     def from_dict(cls, values: dict) -> BenchmarkConfig:
@@ -270,8 +280,9 @@ class BenchmarkConfig:
         combos = list(itertools.product(*(_as_list(self.settings[n]) for n in names)))
         methods = available_methods()
         cells = {}
+        runs = self.runs if self.problems is None else self.problems
         for dataset, method, combo, run in itertools.product(
-            self.datasets, self.methods, combos or [()], range(self.runs)
+            self.datasets, self.methods, combos or [()], range(runs)
         ):
             accepted = methods[method]._get_param_names()
             settings = tuple((n, v) for n, v in zip(names, combo) if n in accepted)
@@ -282,6 +293,8 @@ class BenchmarkConfig:
                 ("max_epochs", self.max_epochs), ("seed", self.seed),
                 ("classes_per_task", self.classes_per_task),
             )
+            if self.problems is not None:
+                protocol += (("problems", self.problems), ("n_tasks", self.n_tasks))
             # later protocol facts enter the key only where they differ from the old value
             protocol += tuple((k, getattr(self, k)) for k, v in PROTOCOL_DEFAULTS.items()
                               if getattr(self, k) != v)
@@ -367,7 +380,7 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stre
         else:  # 5% of the stream as in TSCIL, and at least one slot per class
             params["memory_size"] = max(_percent_budget("5%", n_stream_samples),
                                         n_stream_classes or 1)
-    elif isinstance(params.get("memory_size"), str):
+    elif isinstance(params.get("memory_size"), str) and params["memory_size"].endswith("%"):
         params["memory_size"] = _percent_budget(params["memory_size"], n_stream_samples)
     return cls(**{k: v for k, v in params.items() if k in accepted})
 
@@ -444,8 +457,14 @@ def _problem_list(problems: list[str]) -> str:
 
 
 def make_stream(cell: Cell, config: BenchmarkConfig, n_classes: int):
-    """Class-incremental stream of run ``cell.run``; its experiment part when long."""
-    from .streams import ClassIncremental, StreamPart
+    """Class-incremental stream of run ``cell.run``; its experiment part when long.
+    With ``config.problems``, fixed problem number ``cell.run`` of a TaskPool."""
+    from .streams import ClassIncremental, StreamPart, TaskPool
+
+    if config.problems is not None:
+        pool = TaskPool(classes_per_task=config.classes_per_task, n_tasks=config.n_tasks,
+                        n_problems=config.problems, problem=cell.run, random_state=config.seed)
+        return pool, pool
 
     stream = ClassIncremental(
         classes_per_task=config.classes_per_task,
@@ -870,9 +889,10 @@ def _or_unrecorded(value):
 
 
 def summary_frame(records: list[dict]):
-    """Mean and 95% CI (t distribution) of A_T, F_T and A_cur in percent per
+    """Mean, 95% CI (t distribution) and std of A_T, F_T and A_cur in percent per
     dataset, setting, method and variant (the method's fixed parameters and any
-    protocol fact that differs: :func:`label_protocols`)."""
+    protocol fact that differs: :func:`label_protocols`), and the memory after the
+    last task as elements and bytes ('200 (0.3 MB)')."""
     import pandas as pd
 
     from .evaluation import confidence_interval
@@ -887,8 +907,13 @@ def summary_frame(records: list[dict]):
                "runs": len(group), "precision": _precision_used(group[0])}
         for label, metric in (("A_T", "average_accuracy"), ("F_T", "average_forgetting"),
                               ("A_cur", "learning_accuracy")):
-            mean, ci = confidence_interval(np.array([100 * r["metrics"][metric] for r in group]))
+            values = np.array([100 * r["metrics"][metric] for r in group])
+            mean, ci = confidence_interval(values)
             row[label], row[f"{label}_ci"] = float(mean), float(ci)
+            row[f"{label}_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        nbytes = [r["memory_nbytes"] for r in group if r.get("memory_nbytes") is not None]
+        row["memory"] = memory_label(
+            np.mean([r["memory_elements"] for r in group]), np.mean(nbytes)) if nbytes else ""
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -896,3 +921,11 @@ def summary_frame(records: list[dict]):
 def _precision_used(record: dict) -> str:
     """The precision a cell ran in (cells from before the option ran in fp32)."""
     return record.get("precision_used", record.get("precision", "fp32"))
+
+
+def memory_label(elements, nbytes) -> str:
+    """A buffer as the video paper writes it: '200 (0.9 GB)'."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= size:
+            return f"{elements:.0f} ({nbytes / size:.1f} {unit})"
+    return f"{elements:.0f} ({nbytes:.0f} B)"

@@ -108,6 +108,11 @@ class StreamResult:
     metrics : dict
         Every metric of :data:`clestim.metrics.METRICS`.
     mode : {'class', 'task'}
+    memory_nbytes : int or None
+        Bytes of everything the estimator keeps in memory after the last task
+        (``memory_nbytes_``; None for methods without a memory).
+    memory_elements : int or None
+        Samples in memory after the last task.
     estimator : fitted estimator or None
         Only kept with ``return_estimator=True``.
     dmi_matrix : ndarray of shape (T, T) or None
@@ -123,6 +128,8 @@ class StreamResult:
     eval_time: np.ndarray
     metrics: dict
     mode: str = "class"
+    memory_nbytes: int | None = None
+    memory_elements: int | None = None
     estimator: object = field(default=None, repr=False, compare=False)
     dmi_matrix: np.ndarray | None = None
     zero_shot: np.ndarray | None = None
@@ -145,6 +152,8 @@ class StreamResult:
             "eval_time": self.eval_time.tolist(),
             "metrics": {k: float(v) for k, v in self.metrics.items()},
             "mode": self.mode,
+            "memory_nbytes": self.memory_nbytes,
+            "memory_elements": self.memory_elements,
         }
         for name in ("dmi_matrix", "zero_shot"):
             if getattr(self, name) is not None:
@@ -235,11 +244,14 @@ class RunsResult:
             }
         return pd.DataFrame.from_dict(rows, orient="index")
 
-    def format(self, metric, percent=True, digits=1) -> str:
-        """``'mean ± ci'`` of one metric, e.g. ``'88.9 ± 2.7'``."""
+    def format(self, metric, percent=True, digits=1, spread="ci") -> str:
+        """``'mean ± ci'`` of one metric, e.g. ``'88.9 ± 2.7'``; ``spread='std'``
+        gives the standard deviation instead (the fixed-problem protocol's)."""
+        if spread not in ("ci", "std"):
+            raise ValueError(f"spread must be 'ci' or 'std'; got {spread!r}.")
         row = self.summary().loc[metric]
         s = 100.0 if percent else 1.0
-        return f"{row['mean'] * s:.{digits}f} ± {row['ci'] * s:.{digits}f}"
+        return f"{row['mean'] * s:.{digits}f} ± {row[spread] * s:.{digits}f}"
 
     def to_dict(self) -> dict:
         return {
@@ -449,6 +461,8 @@ def evaluate_stream(
         eval_time=eval_time,
         metrics=metrics,
         mode=mode,
+        memory_nbytes=getattr(est, "memory_nbytes_", None),
+        memory_elements=len(est.memory_) if hasattr(est, "memory_nbytes_") else None,
         estimator=est if return_estimator else None,
         dmi_matrix=D if dmi else None,
         zero_shot=zero_shot,
@@ -492,10 +506,11 @@ def evaluate_runs(
     groups=None,
     groups_test=None,
     *,
-    n_runs=5,
+    n_runs=None,
     seed=1234,
     confidence=0.95,
     n_jobs=None,
+    fixed_problems=False,
     **kwargs,
 ) -> RunsResult:
     """Repeat :func:`evaluate_stream` with a different class order and seed per run.
@@ -505,16 +520,28 @@ def evaluate_runs(
     class order. Runs are independent and can go in parallel through joblib
     (``n_jobs``; any joblib backend, including Dask, applies).
 
+    **Fixed problems** (``fixed_problems=True``; Villa et al. 2022, Sect. 4.2): the
+    stream must offer ``problems()``, as :class:`~clestim.streams.TaskPool` does.
+    Its pool and its ``n_problems`` problems are drawn once, from the stream's own
+    ``random_state`` (``seed`` when it is None), and run ``e`` learns problem ``e``
+    with the estimator seeded ``seed + e``; every method evaluated with the same
+    stream and ``seed`` thus meets the same problems. Report the mean ± std over
+    problems (``RunsResult.format(metric, spread='std')``), as the paper does.
+
     Parameters
     ----------
     estimator, stream, X_train, y_train, X_test, y_test, groups, groups_test
         As in :func:`evaluate_stream`.
-    n_runs : int, default=5
+    n_runs : int, default=None
+        5 runs; with ``fixed_problems=True``, one per problem.
     seed : int, default=1234
     confidence : float, default=0.95
         Level of the t-distribution confidence intervals of
         :meth:`RunsResult.summary`.
     n_jobs : int, default=None
+    fixed_problems : bool, default=False
+        Run the stream's fixed problems (``n_runs`` must then be None or equal
+        ``stream.n_problems``).
     **kwargs
         Passed to :func:`evaluate_stream` (``mode``, ``forgetting_convention``...).
 
@@ -522,13 +549,20 @@ def evaluate_runs(
     -------
     RunsResult
     """
+    if fixed_problems:
+        streams = _fixed_problems(stream, n_runs, seed)
+        n_runs = len(streams)
+    elif n_runs is None:
+        n_runs = 5
     if not isinstance(n_runs, (int, np.integer)) or n_runs < 1:
         raise ValueError(f"n_runs must be a positive integer; got {n_runs!r}.")
     seeds = [int(seed) + r for r in range(n_runs)]
+    if not fixed_problems:
+        streams = [_seeded(stream, s) for s in seeds]
     runs = Parallel(n_jobs=n_jobs)(
         delayed(evaluate_stream)(
             _seeded(estimator, s),
-            _seeded(stream, s),
+            problem,
             X_train,
             y_train,
             X_test,
@@ -538,6 +572,24 @@ def evaluate_runs(
             clone_estimator=False,
             **kwargs,
         )
-        for s in seeds
+        for s, problem in zip(seeds, streams)
     )
     return RunsResult(runs=list(runs), seeds=seeds, confidence=confidence)
+
+
+def _fixed_problems(stream, n_runs, seed) -> list:
+    """One stream per fixed problem of ``stream``, all drawn from one seed."""
+    if not hasattr(stream, "problems"):
+        raise ValueError(
+            f"fixed_problems=True needs a stream with fixed problems such as TaskPool; "
+            f"got {type(stream).__name__}."
+        )
+    stream = clone(stream)
+    if stream.random_state is None:
+        stream.set_params(random_state=int(seed))
+    if n_runs is not None and n_runs != stream.n_problems:
+        raise ValueError(
+            f"n_runs={n_runs} but the stream has n_problems={stream.n_problems}; with "
+            "fixed_problems=True every problem is one run (leave n_runs=None)."
+        )
+    return stream.problems()

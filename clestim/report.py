@@ -120,6 +120,8 @@ def markdown_table(frame) -> str:
                     )
                 cells.append(ours)
             lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+        if block["memory"].astype(bool).any():  # beside A_T, as '200 (0.9 GB)'
+            lines.append("| memory | " + " | ".join(block["memory"]) + " |")
         lines.append("")
     return "\n".join(lines)
 

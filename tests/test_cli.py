@@ -268,3 +268,20 @@ def test_gr_grid_tunes_the_generator_and_set_takes_json_objects():
     assert config.params == {"GR": {"generator_params": {"recon_weight": 0.01}}}
     assert benchmark.make_estimator(config.cells()[0], config).generator_params == {
         "recon_weight": 0.01}
+
+
+def test_bench_fixed_problems_share_tasks_and_print_memory(tmp_path, capsys):
+    code = main(["bench", *QUICK, "--methods", "Naive,ER", "--memory-size", "8",
+                 "--problems", "2", "--n-tasks", "2", "--results", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "mean ± std over fixed problems" in out
+    records = load_results(tmp_path)
+    assert len(records) == 4
+    tasks = {}
+    for r in records:  # every method meets the same problems
+        tasks.setdefault(r["run"], set()).add(repr(r["task_classes"]))
+    assert sorted(tasks) == [0, 1] and all(len(t) == 1 for t in tasks.values())
+    er = [r for r in records if r["method"] == "ER"][0]
+    assert er["memory_elements"] == 8 and "8 (" in out
+    write_report(tmp_path)
+    assert "| memory |" in (tmp_path / "table.md").read_text()

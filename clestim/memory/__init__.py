@@ -1,13 +1,16 @@
 """Replay memory: storage plus update and retrieval policies."""
 
 from .buffer import MemoryBuffer, RandomRetrieval, Reservoir, memory_capacity
+from .gss import GSSGreedy, gss_scores
 from .policies import (
     ASERRetrieval,
     ASERUpdate,
+    ConfidenceGate,
     HerdingSelection,
     ImportanceSelection,
     SubjectBalancedRetrieval,
     SubjectSubset,
+    TaskBalanced,
     UncertaintyRetrieval,
     bald,
     check_class_quota,
@@ -18,6 +21,8 @@ from .policies import (
 __all__ = [
     "ASERRetrieval",
     "ASERUpdate",
+    "ConfidenceGate",
+    "GSSGreedy",
     "HerdingSelection",
     "ImportanceSelection",
     "MemoryBuffer",
@@ -25,9 +30,11 @@ __all__ = [
     "Reservoir",
     "SubjectBalancedRetrieval",
     "SubjectSubset",
+    "TaskBalanced",
     "UncertaintyRetrieval",
     "bald",
     "check_class_quota",
+    "gss_scores",
     "herding_order",
     "knn_shapley",
     "memory_capacity",

@@ -53,6 +53,11 @@ class MemoryBuffer:
         return _read(name, self.fields[name])
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of every stored tensor (inputs, labels and any other field)."""
+        return sum(v.nbytes for v in self.fields.values())
+
+    @property
     def classes(self) -> torch.Tensor:
         """The encoded labels present in memory."""
         return torch.unique(self.fields["y"]) if self.fields else torch.empty(0, dtype=torch.long)
@@ -152,9 +157,30 @@ class RandomRetrieval:
         return torch.randperm(len(buffer), generator=generator)[:n]
 
 
-def memory_capacity(memory_size, n_seen: int) -> int:
-    """Slots for a budget given as a count (int) or a fraction of the ``n_seen``
-    training samples seen so far (float in (0, 1])."""
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
+          "GIB": 2**30}
+
+
+def parse_nbytes(text: str) -> int:
+    """Bytes of a size written like ``'50MB'``, ``'1.5 GB'`` or ``'512KiB'``."""
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*", text)
+    unit = match and match.group(2).upper()
+    if not match or unit not in _UNITS or float(match.group(1)) <= 0:
+        raise ValueError(
+            f"memory_size {text!r} is not a positive size in bytes such as '50MB' "
+            f"(units: {', '.join(u if u == 'B' else u[0] + u[1:].lower() for u in _UNITS)})"
+        )
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def memory_capacity(memory_size, n_seen: int, slot_nbytes: int = 1) -> int:
+    """Slots for a budget given as a count (int), a fraction of the ``n_seen``
+    training samples seen so far (float in (0, 1]) or a size in bytes (str such as
+    ``'50MB'``: as many slots of ``slot_nbytes`` bytes as fit, at least one)."""
+    if isinstance(memory_size, str):
+        return max(1, parse_nbytes(memory_size) // max(int(slot_nbytes), 1))
     if isinstance(memory_size, bool):
         raise TypeError(f"memory_size must be an int or a float, got {memory_size!r}")
     if isinstance(memory_size, numbers.Integral):

@@ -5,6 +5,9 @@ Update policies (``update(buffer, fields, generator)``):
 - :class:`HerdingSelection`: iCaRL's class-balanced herding (Rebuffi et al. 2017).
 - :class:`ImportanceSelection`: class-balanced top scores (CLOPS, Kiyasseh et al. 2021).
 - :class:`SubjectSubset`: wraps any update policy; only chosen subjects enter.
+- :class:`ConfidenceGate`: wraps any update policy; only confidently correct
+  samples enter (CDR, Villa et al. 2022).
+- :class:`TaskBalanced`: an equal share per task (GEM's episodic memory).
 
 Retrieval policies (``retrieve(buffer, n, generator, **context)``):
 
@@ -171,6 +174,51 @@ class SubjectSubset:
         keep = torch.isin(fields["group"], torch.as_tensor(self.subjects).to(fields["group"]))
         if keep.any():
             self.inner.update(buffer, _fields_at(fields, torch.nonzero(keep).flatten()), generator)
+
+
+class ConfidenceGate:
+    """Confidence-driven rehearsal (CDR; Villa et al. 2022, Sect. 4.3): a sample may
+    enter memory only when the model's probability for its true class is above
+    ``threshold``; the others are not offered to ``inner`` at all.
+
+    Parameters
+    ----------
+    score : callable
+        Maps ``(X, y)`` to the probability of each sample's true class, shape (N,).
+    threshold : float
+        ``delta`` in [0, 1); a sample with probability ``<= threshold`` never enters.
+    inner : update policy, default=Reservoir()
+    """
+
+    def __init__(self, score, threshold: float, inner=None):
+        self.score = score
+        self.threshold = float(threshold)
+        self.inner = inner if inner is not None else Reservoir()
+
+    def update(self, buffer, fields, generator=None):
+        keep = self.score(fields["X"], fields["y"]).to(fields["y"].device) > self.threshold
+        if keep.any():
+            self.inner.update(buffer, _fields_at(fields, torch.nonzero(keep).flatten()), generator)
+
+
+class TaskBalanced:
+    """An episodic memory per task (GEM, Lopez-Paz and Ranzato 2017): after every
+    update each task stored in the ``'task'`` field holds its first
+    ``capacity // n_tasks`` samples in offered order, so a new task shrinks the
+    older ones' share by dropping their last samples."""
+
+    def update(self, buffer, fields, generator=None):
+        buffer.n_seen += len(fields["y"])
+        buffer.append(fields)
+        task = buffer["task"].cpu()
+        tasks = torch.unique(task)
+        m = buffer.capacity // len(tasks)
+        if m < 1:
+            raise ValueError(
+                f"the memory holds {buffer.capacity} samples but needs at least one per task "
+                f"for {len(tasks)} tasks; raise memory_size"
+            )
+        buffer.keep(torch.cat([torch.nonzero(task == t).flatten()[:m] for t in tasks.tolist()]))
 
 
 class SubjectBalancedRetrieval:

@@ -12,6 +12,7 @@ from .. import _precision
 from ..base import ContinualClassifier
 from ..losses import KD_KINDS, replay_distillation_loss
 from ..memory import (
+    ConfidenceGate,
     MemoryBuffer,
     RandomRetrieval,
     Reservoir,
@@ -23,6 +24,7 @@ from ..memory import (
 from ..memory.policies import ClassBalancedSelection
 
 MEMORY_UPDATES = ("after_task", "per_batch")
+MEMORY_GATES = (None, "confidence")
 
 
 class ER(ContinualClassifier):
@@ -52,9 +54,11 @@ class ER(ContinualClassifier):
 
     Parameters
     ----------
-    memory_size : int or float, default=0.05
+    memory_size : int, float or str, default=0.05
         Buffer slots: a count, or a fraction of the training samples seen so far
-        (TSCIL's 5% of a 3-task UCI-HAR stream is ``memory_size=366``).
+        (TSCIL's 5% of a 3-task UCI-HAR stream is ``memory_size=366``), or a size
+        in bytes such as ``'50MB'``: as many slots as fit, a slot's size measured
+        before each task (``memory_nbytes_`` over the stored samples).
     memory_update : {'after_task', 'per_batch'}, default='after_task'
         ``'after_task'`` (TSCIL) offers the task's training split to the buffer once
         the task is learned; ``'per_batch'`` offers each batch right after its
@@ -81,6 +85,17 @@ class ER(ContinualClassifier):
         Weight of the distillation term: ``loss += kd_weight * KD``.
     kd_temperature : float, default=2.0
         Temperature of the logit KD.
+    memory_gate : {None, 'confidence'}, default=None
+        ``'confidence'``: confidence-driven rehearsal (CDR, Villa et al. 2022,
+        Sect. 4.3; :class:`~clestim.memory.ConfidenceGate`). A sample is offered to
+        the memory's update policy only if the network's probability for its true
+        class (``predict_proba``'s, over the classes seen so far) is above
+        ``confidence_threshold``. The scoring network is the current one, in eval
+        mode, at the moment the samples are offered: after the task with its best
+        weights restored (``memory_update='after_task'``), or right after the
+        optimizer step of the batch (``'per_batch'``).
+    confidence_threshold : float, default=0.7
+        CDR's ``delta``, in [0, 1).
     batch_size : int, default=32
         New samples per step.
     patience : int, default=20
@@ -109,6 +124,8 @@ class ER(ContinualClassifier):
         kd=None,
         kd_weight=1.0,
         kd_temperature=2.0,
+        memory_gate=None,
+        confidence_threshold=0.7,
         batch_size=32,
         patience=20,
         **params,
@@ -123,6 +140,8 @@ class ER(ContinualClassifier):
         self.kd = kd
         self.kd_weight = kd_weight
         self.kd_temperature = kd_temperature
+        self.memory_gate = memory_gate
+        self.confidence_threshold = confidence_threshold
 
     def _check_params(self):
         super()._check_params()
@@ -141,6 +160,12 @@ class ER(ContinualClassifier):
             raise ValueError(f"kd_weight must be a number >= 0, got {self.kd_weight!r}")
         if not isinstance(self.kd_temperature, numbers.Real) or not self.kd_temperature > 0:
             raise ValueError(f"kd_temperature must be positive, got {self.kd_temperature!r}")
+        if self.memory_gate not in MEMORY_GATES:
+            raise ValueError(f"memory_gate must be one of {MEMORY_GATES}, got {self.memory_gate!r}")
+        if not 0.0 <= float(self.confidence_threshold) < 1.0:
+            raise ValueError(
+                f"confidence_threshold must be in [0, 1), got {self.confidence_threshold!r}"
+            )
         if self.retrieval not in self.RETRIEVALS:
             raise ValueError(f"retrieval must be one of {self.RETRIEVALS}, got {self.retrieval!r}")
         subjects = self.memory_subjects
@@ -188,6 +213,8 @@ class ER(ContinualClassifier):
         update = self._update_policy()
         if self.memory_subjects is not None:
             update = SubjectSubset(self._group_codes(self.memory_subjects_).tolist(), update)
+        if self.memory_gate == "confidence":
+            update = ConfidenceGate(self._true_class_proba, self.confidence_threshold, update)
         return update, self._retrieval_policy()
 
     def _memory_fields(self, X: torch.Tensor, y: torch.Tensor, groups, index=None) -> dict:
@@ -213,8 +240,18 @@ class ER(ContinualClassifier):
             self.memory_ = MemoryBuffer(0)
         self.memory_.update_policy, self.memory_.retrieval_policy = self._memory_policies()
         self.memory_.input_dtype = _precision.storage_dtype(self.precision, self.device)
-        self.memory_.capacity = memory_capacity(self.memory_size, self.n_train_seen_)
+        self.memory_.capacity = memory_capacity(
+            self.memory_size, self.n_train_seen_, self._slot_nbytes(X)
+        )
         self.teacher_ = self._frozen_copy() if self.kd and self.n_tasks_seen_ else None
+
+    def _slot_nbytes(self, X) -> int:
+        """Bytes of one memory slot, for a budget in bytes: measured on the memory
+        (everything it keeps, over its samples) or, while it is empty, one input in
+        float32 and its label."""
+        if len(self.memory_):
+            return -(-self.memory_nbytes_ // len(self.memory_))
+        return 4 * int(np.prod(X.shape[1:])) + 8
 
     def _draw_subjects(self, groups) -> np.ndarray:
         if not isinstance(self.memory_subjects, numbers.Integral):
@@ -299,6 +336,28 @@ class ER(ContinualClassifier):
 
     def _memory_samples(self):
         return self.memory_["X"], self.memory_["y"]
+
+    def _memory_tensors(self) -> list:
+        """Every tensor the method keeps between tasks for replay (``memory_nbytes_``)."""
+        return list(self.memory_.fields.values())
+
+    @property
+    def memory_nbytes_(self) -> int:
+        """Bytes of every stored tensor: inputs, labels, logits and anything else the
+        method keeps (Villa et al. 2022 report buffers in elements and bytes)."""
+        if not hasattr(self, "memory_"):
+            raise AttributeError(f"{type(self).__name__} has no memory before it is fitted")
+        return int(sum(t.nbytes for t in self._memory_tensors()))
+
+    def _true_class_proba(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The current network's probability (eval mode) for each sample's class ``y``."""
+        logits = self._eval_forward(X)
+        if self.classifier == "bce":
+            p = torch.sigmoid(logits)
+            p = p / p.sum(1, keepdim=True)
+        else:
+            p = torch.softmax(logits, 1)
+        return p.gather(1, y.to(p.device)[:, None]).squeeze(1)
 
     def _embed(self, X: torch.Tensor) -> torch.Tensor:
         """The current network's embeddings in eval mode (for memory policies)."""
