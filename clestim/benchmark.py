@@ -374,27 +374,35 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
         Address of a Dask scheduler (``'tcp://host:8786'``), or ``'local'`` for a
         ``distributed.LocalCluster`` on this machine.
     progress : bool, default=True
-        A progress bar over cells (and, with ``n_jobs=1``, per task).
+        On a terminal (or in a notebook), a progress bar over cells (and, with
+        ``n_jobs=1``, per task); elsewhere (a log file, a pipe) one ``log`` line per
+        finished cell.
     """
     from joblib import Parallel, delayed, parallel_config
     from tqdm.auto import tqdm
+
+    from ._training import interactive_stderr
 
     results = check_results_dir(results)
     cells = config.cells()
     done = {p.stem for p in (results / "cells").glob("*.json")}
     todo = [c for c in cells if c.key not in done]
     log(f"{len(cells)} cells: {len(cells) - len(todo)} already in {results}, {len(todo)} to run")
-    verbose = int(progress and n_jobs == 1 and scheduler is None)
+    bars = progress and interactive_stderr()
+    verbose = int(bars and n_jobs == 1 and scheduler is None)
     client = _dask_client(scheduler) if scheduler else None
     try:
         backend = {"backend": "dask"} if client is not None else {"n_jobs": n_jobs}
         with parallel_config(**backend):
             runner = Parallel(return_as="generator_unordered")
-            bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress)
-            for record in runner(delayed(run_cell)(c, config, verbose) for c in todo):
+            bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not bars)
+            for i, record in enumerate(
+                    runner(delayed(run_cell)(c, config, verbose) for c in todo), 1):
                 write_json_atomic(results / "cells" / f"{record['key']}.json", record)
                 bar.update(1)
                 bar.set_postfix_str(f"{record['method']} on {record['dataset']}")
+                if progress and not bars:
+                    log(f"[{i}/{len(todo)}] {_cell_line(record)}")
             bar.close()
     finally:
         if client is not None:
@@ -403,6 +411,15 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
             if cluster is not None:
                 cluster.close()
     return load_results(results)
+
+
+def _cell_line(record: dict) -> str:
+    """'ER on uci_har (norm=layer), run 0: A_T 85.0, F_T 10.0 (12 s)'."""
+    m = record["metrics"]
+    return (f"{record['method']} on {record['dataset']} ({record['setting']}), "
+            f"run {record['run']}: A_T {100 * m['average_accuracy']:.1f}, "
+            f"F_T {100 * m['average_forgetting']:.1f} "
+            f"({record['wall_s']:.0f} s)")
 
 
 def _dask_client(scheduler: str):
@@ -419,6 +436,11 @@ def _dask_client(scheduler: str):
         return Client(scheduler, timeout="5s")
     except (OSError, TimeoutError) as exc:
         raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+    except Exception as exc:  # another protocol's bytes read as a Dask frame (MemoryError...)
+        raise ConnectionError(
+            f"{scheduler!r} answered, but not as a Dask scheduler ({type(exc).__name__}); "
+            "check the address and port (a scheduler listens on 8786 by default)"
+        ) from exc
 
 
 # ----------------------------------------------------------------------- tables
