@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import inspect
 import numbers
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -122,7 +123,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     device : str, default='cpu'
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
-        A progress bar per task when > 0.
+        A progress bar per task when > 0 (one line per task where stderr is not a
+        terminal), and the task's notes (``task_notes_``).
 
     Attributes
     ----------
@@ -134,6 +136,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     module_ : ContinualNetwork
     history_ : list of list of dict
         Per task, the per-epoch losses.
+    task_notes_ : list of list of str
+        Per task, what may be unintended though it can be legitimate: classes
+        already seen (fine in domain-incremental or blurry streams), a single
+        class, float labels (these also warn). Printed when ``verbose > 0``.
     """
 
     def __init__(
@@ -349,6 +355,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         if not first:
             self._check_architecture_unchanged()
         new_classes = self._new_classes(y)
+        notes = self._task_notes(y, new_classes)
         # -- validation done: from here on the estimator changes ----------------
         if first:
             self._initialize(X)
@@ -373,6 +380,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
 
         self.task_classes_.append(self.classes_[_in_order(y_enc)])
         self.history_.append(history)
+        self.task_notes_.append(notes)
         self.task_fit_time_.append(time.perf_counter() - start)
         self._save_snapshot()
         self.n_tasks_seen_ += 1
@@ -386,6 +394,25 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
                     "weights do not fit the new network. Call fit() to start over, or "
                     "clone() the estimator."
                 )
+
+    def _task_notes(self, y, new_classes) -> list:
+        """Notes on a task's labels that may be unintended (see ``task_notes_``)."""
+        t, notes = getattr(self, "n_tasks_seen_", 0) + 1, []
+        seen = [c for c in _in_order(y) if c not in new_classes]
+        if seen:
+            notes.append(f"task {t} holds {len(seen)} class(es) already seen "
+                         f"({', '.join(map(str, seen[:5]))}): expected in a domain-incremental "
+                         "or blurry stream, not in a class-incremental one")
+        if len(np.unique(y)) == 1:
+            notes.append(f"task {t} holds a single class ({y[0]})")
+        if y.dtype.kind == "f":
+            notes.append(f"task {t} has float labels: each distinct value is a class; "
+                         "pass integer or string class ids")
+            warnings.warn(notes[-1], UserWarning, stacklevel=3)
+        if self.verbose:
+            for note in notes:
+                print(f"{type(self).__name__}: note: {note}", file=sys.stderr)
+        return notes
 
     def _new_classes(self, y) -> list:
         known = getattr(self, "_class_index_state", {})
@@ -403,6 +430,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         self._class_index_state = {}
         self.task_classes_ = []
         self.history_ = []
+        self.task_notes_ = []
         self.task_fit_time_ = []
         self.snapshots_ = []
         self.class_means_ = []
