@@ -134,6 +134,9 @@ def bench(args) -> int:
     if (frame["runs"] == 1).all():  # one run has no interval
         frame = frame.drop(columns=[c for c in frame if c.endswith("_ci")])
     print("\nmean ± 95% CI over runs (%)" if config.runs > 1 else "\nmetrics (%)")
+    if 1 < config.runs < 3:
+        print("(with 2 runs the t-interval is 12.7 standard errors wide: use --runs 3 or "
+              "more for a meaningful CI; `clestim report` clips it to [0, 100])")
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0
 
