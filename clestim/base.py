@@ -355,7 +355,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         if not first:
             self._check_architecture_unchanged()
         new_classes = self._new_classes(y)
-        notes = self._task_notes(y, new_classes)
+        notes = self._task_notes(y)
         # -- validation done: from here on the estimator changes ----------------
         if first:
             self._initialize(X)
@@ -395,10 +395,13 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
                     "clone() the estimator."
                 )
 
-    def _task_notes(self, y, new_classes) -> list:
-        """Notes on a task's labels that may be unintended (see ``task_notes_``)."""
-        t, notes = getattr(self, "n_tasks_seen_", 0) + 1, []
-        seen = [c for c in _in_order(y) if c not in new_classes]
+    def _task_notes(self, y) -> list:
+        """Notes on the labels of the task about to be learned that may be unintended
+        (see ``task_notes_``); prints them when ``verbose``. Changes nothing."""
+        learned = getattr(self, "task_classes_", [])
+        t, notes = len(learned) + 1, []
+        before = set().union(*(c.tolist() for c in learned))
+        seen = [c for c in _in_order(y) if c in before]
         if seen:
             notes.append(f"task {t} holds {len(seen)} class(es) already seen "
                          f"({', '.join(map(str, seen[:5]))}): expected in a domain-incremental "
