@@ -26,6 +26,8 @@ optimizer state stay float32.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from skorch import NeuralNet
 from skorch.callbacks import Callback, EarlyStopping, GradientNormClipping, LRScheduler
@@ -131,14 +133,21 @@ class TaskNet(NeuralNet):
         return step
 
 
+def interactive_stderr() -> bool:
+    """Whether progress bars belong on stderr: a terminal or a notebook, not a log."""
+    return "ipykernel" in sys.modules or bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
 class TaskProgress(Callback):
-    """A tqdm bar over the epochs of one task, showing the train and validation loss."""
+    """A tqdm bar over the epochs of one task, showing the train and validation loss;
+    where stderr is not a terminal, one line per task instead."""
 
     def __init__(self, description: str, total: int):
         self.description, self.total = description, total
 
     def on_train_begin(self, net, **kwargs):
-        self.bar_ = tqdm(total=self.total, desc=self.description, leave=False, unit="epoch")
+        self.bar_ = tqdm(total=self.total, desc=self.description, leave=False, unit="epoch",
+                         disable=not interactive_stderr())
 
     def on_epoch_end(self, net, **kwargs):
         last = net.history[-1]
@@ -150,6 +159,12 @@ class TaskProgress(Callback):
 
     def on_train_end(self, net, **kwargs):
         self.bar_.close()
+        if self.bar_.disable and len(net.history):
+            last = net.history[-1]
+            val = f", val {last['valid_loss']:.4f}" if "valid_loss" in last else ""
+            seconds = sum(row.get("dur", 0.0) for row in net.history)
+            print(f"{self.description}: {len(net.history)} epochs, loss "
+                  f"{last['train_loss']:.4f}{val} ({seconds:.1f} s)", file=sys.stderr)
 
 
 def _silent(*args, **kwargs):

@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import inspect
 import numbers
+import sys
 import time
 import uuid
 import warnings
@@ -152,7 +153,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         trains in float32. See :mod:`clestim._precision`.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
-        A progress bar per task when > 0.
+        A progress bar per task when > 0 (one line per task where stderr is not a
+        terminal), and the task's notes (``task_notes_``).
 
     Attributes
     ----------
@@ -177,6 +179,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
     module_ : ContinualNetwork
     history_ : list of list of dict
         Per task, the per-epoch losses.
+    task_notes_ : list of list of str
+        Per task, what may be unintended though it can be legitimate: classes
+        already seen (fine in domain-incremental or blurry streams), a single
+        class, float labels (these also warn). Printed when ``verbose > 0``.
     """
 
     def __init__(
@@ -447,12 +453,13 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
                 self._check_architecture_unchanged()
             labels = getattr(self, "_labels", LabelSpace()).extended(y, classes)
             self._check_task(X, y, groups)
+            notes = self._task_notes(y)
             fresh = self._fresh_state(X, X_raw) if first else None
             # -- validation done: from here on the estimator changes ------------
             if first:
                 self.__dict__.update(fresh)
             self._set_labels(labels)
-            self._learn_task(X, y, groups)
+            self._learn_task(X, y, groups, notes)
         return self
 
     def initialize(self, X, classes):
@@ -486,7 +493,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             self.module_.head.grow(len(self._head_classes) - self.module_.n_classes)
         return self
 
-    def _learn_task(self, X, y, groups) -> None:
+    def _learn_task(self, X, y, groups, notes=None) -> None:
         t = self.n_tasks_seen_
         seed = int(self._rng_state.randint(2**31 - 1))
         torch.manual_seed(seed)
@@ -507,6 +514,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
 
         self.task_classes_.append(self._head_classes[in_order(y_enc)])
         self.history_.append(history)
+        self.task_notes_.append(list(notes or []))
         self.task_fit_time_.append(time.perf_counter() - start)
         self._save_snapshot()
         self.n_tasks_seen_ += 1
@@ -524,6 +532,28 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         """Called after input validation and before anything changes (``y`` holds the
         original labels): raise ``ValueError`` to reject the task, which leaves the
         estimator as it was."""
+
+    def _task_notes(self, y) -> list:
+        """Notes on the labels of the task about to be learned that may be unintended
+        (see ``task_notes_``); prints them when ``verbose``. Changes nothing."""
+        learned = getattr(self, "task_classes_", [])
+        t, notes = len(learned) + 1, []
+        before = set().union(*(c.tolist() for c in learned))
+        seen = [c for c in in_order(y) if c in before]
+        if seen:
+            notes.append(f"task {t} holds {len(seen)} class(es) already seen "
+                         f"({', '.join(map(str, seen[:5]))}): expected in a domain-incremental "
+                         "or blurry stream, not in a class-incremental one")
+        if len(np.unique(y)) == 1:
+            notes.append(f"task {t} holds a single class ({y[0]})")
+        if y.dtype.kind == "f":
+            notes.append(f"task {t} has float labels: each distinct value is a class; "
+                         "pass integer or string class ids")
+            warnings.warn(notes[-1], UserWarning, stacklevel=3)
+        if self.verbose:
+            for note in notes:
+                print(f"{type(self).__name__}: note: {note}", file=sys.stderr)
+        return notes
 
     def _fresh_state(self, X: np.ndarray, X_raw) -> dict:
         """The attributes of an estimator that has learned nothing yet, for inputs
@@ -548,6 +578,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             "module_": module.to(self.device),
             "task_classes_": [],
             "history_": [],
+            "task_notes_": [],
             "task_fit_time_": [],
             "snapshots_": [],
             "class_means_": [],

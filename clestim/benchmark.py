@@ -723,7 +723,9 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
         Address of a Dask scheduler (``'tcp://host:8786'``), or ``'local'`` for a
         ``distributed.LocalCluster`` on this machine.
     progress : bool, default=True
-        A progress bar over cells (and, with ``n_jobs=1``, per task).
+        On a terminal (or in a notebook), a progress bar over cells (and, with
+        ``n_jobs=1``, per task); elsewhere (a log file, a pipe) one ``log`` line per
+        finished cell.
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
         raise ValueError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
@@ -758,11 +760,15 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
     from joblib import Parallel, delayed, parallel_config
     from tqdm.auto import tqdm
 
-    verbose = int(progress and n_jobs == 1 and client is None)
+    from ._training import interactive_stderr
+
+    bars = progress and interactive_stderr()  # elsewhere (a log): one line per cell
+    verbose = int(bars and n_jobs == 1 and client is None)
     backend = {"backend": "dask"} if client is not None else {"n_jobs": n_jobs}
     cells_dir = results / "cells"
-    bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress)
+    bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not bars)
     computed = others = 0
+    n_todo = len(todo)
     try:
         while todo:
             held, busy = {}, []
@@ -793,6 +799,8 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
                         computed += 1
                         bar.update(1)
                         bar.set_postfix_str(f"{record['method']} on {record['dataset']}")
+                        if progress and not bars:
+                            log(f"[{computed}/{n_todo}] {_cell_line(record)}")
             finally:
                 for lock in held.values():
                     lock.release()
@@ -812,6 +820,15 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
     return computed, others
 
 
+def _cell_line(record: dict) -> str:
+    """'ER on uci_har (norm=layer), run 0: A_T 85.0, F_T 10.0 (12 s)'."""
+    m = record["metrics"]
+    return (f"{record['method']} on {record['dataset']} ({record['setting']}), "
+            f"run {record['run']}: A_T {100 * m['average_accuracy']:.1f}, "
+            f"F_T {100 * m['average_forgetting']:.1f} "
+            f"({record['wall_s']:.0f} s)")
+
+
 def _dask_client(scheduler: str):
     try:
         from distributed import Client, LocalCluster
@@ -826,6 +843,11 @@ def _dask_client(scheduler: str):
         return Client(scheduler, timeout="5s")
     except (OSError, TimeoutError) as exc:
         raise ConnectionError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+    except Exception as exc:  # another protocol's bytes read as a Dask frame (MemoryError...)
+        raise ConnectionError(
+            f"{scheduler!r} answered, but not as a Dask scheduler ({type(exc).__name__}); "
+            "check the address and port (a scheduler listens on 8786 by default)"
+        ) from exc
 
 
 # ----------------------------------------------------------------------- tables

@@ -42,13 +42,23 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run a grid of datasets x methods x settings x runs")
     bench.add_argument("--config", help="TOML file with the grid (flags override it)")
-    bench.add_argument("--datasets", type=lambda s: s.split(","), help="comma-separated names")
-    bench.add_argument("--methods", type=lambda s: s.split(","), help="comma-separated names")
-    bench.add_argument("--runs", type=int)
-    bench.add_argument("--seed", type=int)
-    for name in ("norm", "input-norm", "memory-size", "classifier", "backbone"):
-        bench.add_argument(f"--{name}", type=_list, help="comma-separated values to cross")
-    bench.add_argument("--max-epochs", type=int)
+    bench.add_argument("--datasets", type=lambda s: s.split(","),
+                       help="comma-separated names (see `clestim datasets`)")
+    bench.add_argument("--methods", type=lambda s: s.split(","),
+                       help="comma-separated estimator names, e.g. Naive,LwF,ER,DER; "
+                       "reported in this order")
+    bench.add_argument("--runs", type=int,
+                       help="repetitions per cell, each with its own class order and seed "
+                       "(default 1; 3 or more for a meaningful CI)")
+    bench.add_argument("--seed", type=int, help="run r uses seed + r (default 1234)")
+    for name, example in (("norm", "layer,batch"), ("input-norm", "layer,instance,none"),
+                          ("memory-size", "tscil,500,0.1,5%%"),
+                          ("classifier", "softmax,bce,cosine,ncm"),
+                          ("backbone", "cnn,transformer,mlp")):
+        bench.add_argument(f"--{name}", type=_list,
+                           help=f"comma-separated values to cross, e.g. {example}")
+    bench.add_argument("--max-epochs", type=int,
+                       help="epochs per task, with early stopping (default 100)")
     bench.add_argument("--problems", type=int,
                        help="fixed TaskPool protocol: this many problems drawn once (Villa 2022)")
     bench.add_argument("--n-tasks", type=int, help="tasks per fixed problem")
@@ -56,24 +66,27 @@ def _parser() -> argparse.ArgumentParser:
                        help="search each method's grid on the validation stream first")
     bench.add_argument("--set", action="append", default=[], metavar="METHOD.PARAM=VALUE",
                        help="a fixed method parameter, e.g. --set LwF.lambda_kd=1e4")
-    bench.add_argument("--data-home")
-    bench.add_argument("--device")
+    bench.add_argument("--data-home", help="folder of the benchmark datasets (default: "
+                       "$CLESTIM_DATA, $CLESTIM_SHARED_DATA, ../shared/data, ~/.cache/clestim)")
+    bench.add_argument("--device", help="torch device, e.g. cpu or cuda (default cpu)")
     bench.add_argument("--precision", choices=("fp32", "bf16", "fp16"),
                        help="mixed precision of every estimator (default: fp32)")
     bench.add_argument("--results", default="clestim_results", help="results folder")
-    bench.add_argument("--n-jobs", type=int, default=1)
+    bench.add_argument("--n-jobs", type=int, default=1, help="cells run in parallel (joblib)")
     bench.add_argument("--threads", type=lambda s: s if s == "auto" else int(s),
                        help="torch threads per cell, part of its protocol (default 1; "
                        "'auto': cores // n-jobs)")
     bench.add_argument("--scheduler", help="Dask scheduler address, or 'local'")
-    bench.add_argument("--no-progress", action="store_true")
+    bench.add_argument("--no-progress", action="store_true",
+                       help="no progress bars (on a terminal) or per-cell lines (elsewhere)")
 
     report = sub.add_parser("report", help="tables and plots of a results folder")
-    report.add_argument("results")
+    report.add_argument("results", help="a results folder of clestim bench")
     report.add_argument("--out", help="output folder (default: the results folder)")
 
     datasets = sub.add_parser("datasets", help="list the datasets and where they are found")
-    datasets.add_argument("--data-home")
+    datasets.add_argument("--data-home", help="folder to look in (default: $CLESTIM_DATA, "
+                          "$CLESTIM_SHARED_DATA, ../shared/data, ~/.cache/clestim)")
     return parser
 
 
@@ -116,18 +129,24 @@ def bench(args) -> int:
     )
     keys = {c.key for c in config.cells()}
     records = [r for r in records if r["key"] in keys]
+    order = {m: i for i, m in enumerate(config.methods)}  # as given in --methods
     if config.runs == 1:
-        for r in sorted(records, key=lambda r: (r["dataset"], r["setting"], r["method"])):
+        for r in sorted(records, key=lambda r: (r["dataset"], r["setting"], order[r["method"]])):
             A = np.asarray(r["accuracy_matrix"]) * 100
             print(f"\n{r['method']} on {r['dataset']} ({r['setting']}), "
                   f"tasks {r['task_classes']}: accuracy matrix (%), row i = after task i")
             print(np.array2string(A, precision=1, suppress_small=True, floatmode="fixed"))
     frame = summary_frame(records)
+    frame = frame.iloc[sorted(range(len(frame)), key=lambda i: (
+        frame["dataset"].iat[i], frame["setting"].iat[i], order[frame["method"].iat[i]]))]
     spread = "_std" if config.problems else "_ci"  # the fixed protocol reports the std
     frame = frame.drop(columns=[c for c in frame if c.endswith(("_ci", "_std"))
                                 and not (c.endswith(spread) and (frame["runs"] > 1).any())])
     print("\nmean ± std over fixed problems (%)" if config.problems else
           "\nmean ± 95% CI over runs (%)" if config.runs > 1 else "\nmetrics (%)")
+    if not config.problems and 1 < config.runs < 3:
+        print("(with 2 runs the t-interval is 12.7 standard errors wide: use --runs 3 or "
+              "more for a meaningful CI; `clestim report` clips it to [0, 100])")
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0
 

@@ -48,6 +48,7 @@ __all__ = [
     "evaluate_stream",
     "evaluate_runs",
     "confidence_interval",
+    "interval_bounds",
 ]
 
 
@@ -87,6 +88,28 @@ def confidence_interval(values, confidence=0.95, axis=0):
         return mean, np.zeros_like(mean)
     sem = x.std(axis=axis, ddof=1) / np.sqrt(n)
     return mean, stats.t.ppf(0.5 + confidence / 2, n - 1) * sem
+
+
+#: Fewer runs than this give a t-interval too wide to mean much (t_{0.975,1} = 12.7);
+#: reports and plots say so.
+MIN_RUNS_FOR_CI = 3
+
+
+def interval_bounds(mean, half_width, low=0.0, high=100.0):
+    """The interval ``mean ± half_width`` clipped to the metric's range ``[low, high]``.
+
+    The range is widened to hold ``mean`` itself, so a value outside it (a negative
+    forgetting, say) keeps its interval around it.
+
+    Examples
+    --------
+    >>> lo, hi = interval_bounds(55.4, 127.6)
+    >>> float(lo), float(hi)
+    (0.0, 100.0)
+    """
+    mean, half_width = np.asarray(mean, float), np.asarray(half_width, float)
+    return (np.maximum(mean - half_width, np.minimum(low, mean)),
+            np.minimum(mean + half_width, np.maximum(high, mean)))
 
 
 # --------------------------------------------------------------------------- results

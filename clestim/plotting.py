@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .evaluation import confidence_interval
+from .evaluation import MIN_RUNS_FOR_CI, confidence_interval, interval_bounds
 from .metrics import average_accuracies, check_accuracy_matrix
 
 __all__ = [
@@ -37,15 +37,28 @@ _LINESTYLES = ("-", "--", ":", "-.")
 
 
 def _style(i: int) -> dict:
-    """A look of its own for the i-th line: ten colours, then a new marker and dash."""
-    k = i // 10
-    return {"color": f"C{i % 10}", "marker": _MARKERS[k % len(_MARKERS)],
-            "linestyle": _LINESTYLES[k % len(_LINESTYLES)]}
+    """A look of its own for the i-th line: colour, marker and dash all change from
+    one line to the next, and hollow markers shrink, so that lines which coincide
+    (LwF on Naive, say) still show one under the other."""
+    return {"color": f"C{i % 10}", "marker": _MARKERS[i % len(_MARKERS)],
+            "linestyle": _LINESTYLES[i % len(_LINESTYLES)], "fillstyle": "none",
+            "markersize": 9 - 2 * (i % 3)}
 
 
-def _finish(ax):
-    """Legend beside the axes (it never hides a line), light grid."""
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+def _runs_title(n_runs: list) -> str | None:
+    """The legend's title when some method has too few runs for a meaningful band."""
+    if min(n_runs) >= MIN_RUNS_FOR_CI:
+        return None
+    if max(n_runs) == 1:
+        return "1 run: no CI band"
+    return f"fewer than {MIN_RUNS_FOR_CI} runs: CI too wide to mean much"
+
+
+def _finish(ax, n_runs=(MIN_RUNS_FOR_CI,)):
+    """Legend beside the axes (it never hides a line), titled with a warning when
+    ``n_runs`` (per line) holds fewer than 3; light grid."""
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+              title=_runs_title(list(n_runs)), title_fontsize="small")
     ax.grid(alpha=0.3)
     return ax
 
@@ -73,7 +86,8 @@ def plot_average_accuracy(
         with an ``accuracy_matrices`` attribute (:class:`clestim.evaluation.RunsResult`)
         or an ``accuracy_matrix`` attribute (:class:`~clestim.evaluation.StreamResult`).
     confidence : float, default=0.95
-        Level of the t-distribution band over runs (no band for one run).
+        Level of the t-distribution band over runs (no band for one run), clipped
+        to [0, 100]%; the legend's title says when a method has fewer than 3 runs.
     percent : bool, default=True
         Plot accuracies in percent.
     ax : matplotlib Axes, default=None
@@ -95,18 +109,21 @@ def plot_average_accuracy(
         raise ValueError("results is empty: give at least one method.")
     ax = _axes(ax, figsize)
     scale = 100.0 if percent else 1.0
+    n_runs = []
     for i, (name, res) in enumerate(results.items()):
         curves = _curves(res) * scale
+        n_runs.append(curves.shape[0])
         mean, half = confidence_interval(curves, confidence=confidence)
         x = np.arange(1, curves.shape[1] + 1)
         style = _style(i) | ({} if markers else {"marker": None})
         ax.plot(x, mean, label=str(name), **style)
-        if curves.shape[0] > 1:
-            ax.fill_between(x, mean - half, mean + half, color=style["color"], alpha=0.2)
+        if curves.shape[0] > 1:  # the band stays within [0, 100]%
+            ax.fill_between(x, *interval_bounds(mean, half, 0.0, scale), color=style["color"],
+                            alpha=0.15)
     ax.set_xlabel("task $i$")
     ax.set_ylabel("average accuracy $\\mathcal{A}_i$" + (" (%)" if percent else ""))
     ax.set_xticks(x)
-    return _finish(ax)
+    return _finish(ax, n_runs)
 
 
 def _curves(res) -> np.ndarray:
@@ -218,19 +235,23 @@ def plot_memory_budget(curves, *, confidence=0.95, ax=None, figsize=(6.5, 3.5)):
         raise ValueError("curves is empty: give at least one method.")
     ax = _axes(ax, figsize)
     budgets = sorted({b for points in curves.values() for b in points})
+    n_runs = []
     for i, (name, points) in enumerate(curves.items()):
         x = sorted(points)
         stats = [confidence_interval(np.asarray(points[b], float), confidence=confidence)
                  for b in x]
         mean = np.array([m for m, _ in stats])
         half = np.array([h if len(points[b]) > 1 else 0.0 for b, (_, h) in zip(x, stats)])
-        ax.errorbar(x, mean, yerr=half, capsize=3, label=str(name), **_style(i))
+        low, high = interval_bounds(mean, half)  # bars stay within [0, 100]%
+        n_runs.append(min(len(points[b]) for b in x))
+        ax.errorbar(x, mean, yerr=[mean - low, high - mean], capsize=3, label=str(name),
+                    **_style(i))
     ax.set_xscale("log")
     ax.set_xticks(budgets, [f"{b:g}%" for b in budgets])
     ax.minorticks_off()
     ax.set_xlabel("memory budget (% of the training samples)")
     ax.set_ylabel("final average accuracy $\\mathcal{A}_T$ (%)")
-    return _finish(ax)
+    return _finish(ax, n_runs)
 
 
 def plot_dmi_matrix(D, *, accuracy_matrix=None, percent=True, figsize=None):

@@ -33,6 +33,7 @@ from .benchmark import (
     summary_frame,
     variant_label,
 )
+from .evaluation import MIN_RUNS_FOR_CI, interval_bounds
 from .reference_results import published
 
 METRICS = ("A_T", "F_T", "A_cur")
@@ -72,8 +73,52 @@ def report_frame(records: list[dict]):
         frame[f"paper_{metric}"] = [p[0] for p in paper]
         frame[f"paper_{metric}_ci"] = [p[1] for p in paper]
         frame[f"diff_{metric}"] = frame[metric] - frame[f"paper_{metric}"]
+        lo, hi = interval_bounds(frame[metric], frame[f"{metric}_ci"])
+        frame[f"{metric}_lo"], frame[f"{metric}_hi"] = lo, hi
+        frame[f"flag_{metric}"] = [
+            paper_flag(m, low, high, p, p_ci)
+            for m, low, high, p, p_ci in zip(frame[metric], lo, hi, frame[f"paper_{metric}"],
+                                             frame[f"paper_{metric}_ci"])
+        ]
     _add_dmi(frame, records)
     return frame
+
+
+#: Marks beside a cell: our interval misses the paper's / our mean lies outside the
+#: paper's interval (though the intervals overlap) / fewer runs than MIN_RUNS_FOR_CI.
+DISAGREES, OUTSIDE, FEW_RUNS = "✗", "~", "†"
+
+
+def paper_flag(mean, low, high, paper, paper_ci) -> str:
+    """:data:`DISAGREES` when ``[low, high]`` does not overlap ``paper ± paper_ci``,
+    :data:`OUTSIDE` when only ``mean`` lies outside it, '' otherwise (or no paper value)."""
+    if np.isnan(paper):
+        return ""
+    if high < paper - paper_ci or low > paper + paper_ci:
+        return DISAGREES
+    return OUTSIDE if abs(mean - paper) > paper_ci else ""
+
+
+def _ours(row, metric) -> str:
+    """'85.0 ± 3.1'; the clipped bounds '85.0 [21.5, 100.0]' where the interval
+    leaves the metric's range; † for an interval of fewer than MIN_RUNS_FOR_CI runs
+    (one run shows none)."""
+    mean, half = row[metric], row[f"{metric}_ci"]
+    low, high = row.get(f"{metric}_lo", mean - half), row.get(f"{metric}_hi", mean + half)
+    text = f"{mean:.1f}"
+    if row["runs"] > 1:  # one run has no interval
+        clipped = not np.isclose([low, high], [mean - half, mean + half]).all()
+        text += f" [{low:.1f}, {high:.1f}]" if clipped else f" ± {half:.1f}"
+    return text + (FEW_RUNS if 1 < row["runs"] < MIN_RUNS_FOR_CI else "")
+
+
+LEGEND = (
+    f"{FEW_RUNS}: fewer than {MIN_RUNS_FOR_CI} runs, the interval is too wide to mean much "
+    "(one run shows none). "
+    "[low, high]: the interval clipped to the metric's range [0, 100]. "
+    f"{DISAGREES}: our interval does not overlap the paper's; "
+    f"{OUTSIDE}: the intervals overlap but our mean lies outside the paper's interval.\n"
+)
 
 
 def _add_dmi(frame, records) -> None:
@@ -110,13 +155,11 @@ def markdown_table(frame) -> str:
         for metric in METRICS + dmi_rows:
             cells = []
             for _, row in block.iterrows():
-                ours = f"{row[metric]:.1f}"
-                if row["runs"] > 1:  # one run has no interval
-                    ours += f" ± {row[metric + '_ci']:.1f}"
+                ours = _ours(row, metric)
                 if not np.isnan(row.get(f"paper_{metric}", np.nan)):
                     ours += (
                         f" (paper {row[f'paper_{metric}']:.1f} ± {row[f'paper_{metric}_ci']:.1f},"
-                        f" Δ {row[f'diff_{metric}']:+.1f})"
+                        f" Δ {row[f'diff_{metric}']:+.1f}){row[f'flag_{metric}']}"
                     )
                 cells.append(ours)
             lines.append(f"| {metric} | " + " | ".join(cells) + " |")
@@ -142,7 +185,8 @@ def write_report(results, out=None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     frame = report_frame(records)
     written = [out / "table.md", out / "table.csv"]
-    header = "# clestim benchmark\n\nMean ± 95% CI (t distribution) over runs, in percent.\n\n"
+    header = ("# clestim benchmark\n\nMean ± 95% CI (t distribution) over runs, in percent. "
+              + LEGEND + "\n")
     written[0].write_text(header + markdown_table(frame))
     frame.to_csv(written[1], index=False)
     groups = {}

@@ -88,9 +88,40 @@ def test_load_dataset_unknown_name_lists_valid():
 
 
 def test_data_home_default(monkeypatch, tmp_path):
-    monkeypatch.delenv("CLESTIM_DATA", raising=False)
+    from clestim.datasets import _base
+
+    for var in ("CLESTIM_DATA", "CLESTIM_SHARED_DATA"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(_base, "_CHECKOUT", None)
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert D.get_data_home() == tmp_path / "clestim"
+
+
+def test_data_home_search_order(monkeypatch, tmp_path):
+    """--data-home, $CLESTIM_DATA, $CLESTIM_SHARED_DATA, ../shared/data from the
+    current directory, then shared/data next to the checkout, then the cache."""
+    from clestim.datasets import _base
+
+    for var in ("CLESTIM_DATA", "CLESTIM_SHARED_DATA"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    work, checkout = tmp_path / "a" / "work", tmp_path / "b" / "repo"
+    work.mkdir(parents=True), checkout.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(_base, "_CHECKOUT", checkout)
+    assert D.get_data_home() == tmp_path / "cache" / "clestim"  # no shared folder yet
+    (tmp_path / "b" / "shared" / "data").mkdir(parents=True)
+    assert D.get_data_home() == tmp_path / "b" / "shared" / "data"
+    (tmp_path / "a" / "shared" / "data").mkdir(parents=True)
+    assert D.get_data_home() == tmp_path / "a" / "shared" / "data"
+    monkeypatch.setenv("CLESTIM_SHARED_DATA", str(tmp_path / "s"))
+    assert D.get_data_home() == tmp_path / "s"
+    monkeypatch.setenv("CLESTIM_DATA", str(tmp_path / "d"))
+    assert D.get_data_home() == tmp_path / "d"
+    assert D.get_data_home(tmp_path / "x") == tmp_path / "x"
+    # `clestim datasets` with no flag reports what that folder holds
+    assert str(tmp_path / "d") in D.list_datasets()["uci_har"]["where"]
 
 
 # ----------------------------------------------------------------------------- embedded

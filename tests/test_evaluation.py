@@ -242,8 +242,11 @@ def test_plots_return_axes():
     np.testing.assert_allclose(lines[1].get_ydata(), [90.0, 82.5])
     assert len(ax.collections) == 1  # one CI band, for the method with 2 runs
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
-    # task 1: runs at 90 and 100 -> s / sqrt(2) = 5; the band reaches 95 + t_{0.975,1} * 5
-    assert band.max() == pytest.approx(95.0 + stats.t.ppf(0.975, 1) * 5.0)
+    # task 1: runs at 90 and 100 -> s / sqrt(2) = 5; 95 + t_{0.975,1} * 5 = 158.5 is
+    # clipped to 100%, and 95 - 63.5 = 31.5 is not
+    assert band.max() == 100.0
+    assert band.min() == pytest.approx(95.0 - stats.t.ppf(0.975, 1) * 5.0)
+    assert ax.get_legend().get_title().get_text().startswith("fewer than 3 runs")
     # task 2: both runs at 65 -> zero width
     assert 65.0 in band.round(10)
     ax2 = plot_accuracy_matrix(np.array([[0.9, np.nan], [0.5, 0.8]]))

@@ -38,15 +38,29 @@ class ChecksumError(ValueError):
     """A file's digest does not match the pinned one (corrupt or tampered)."""
 
 
+#: The checkout clestim runs from (the folder holding ``pyproject.toml`` above the
+#: package), or None for an installed copy; its sibling ``shared/data`` is searched.
+_CHECKOUT = next((p for p in Path(__file__).resolve().parents[2:3]
+                  if (p / "pyproject.toml").is_file()), None)
+
+
 def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
     """Return the folder where clestim looks for and caches datasets.
+
+    The first of these wins:
+
+    1. ``data_home`` (``--data-home`` on the command line);
+    2. the environment variable ``CLESTIM_DATA``;
+    3. the environment variable ``CLESTIM_SHARED_DATA`` (the one the tests read);
+    4. ``../shared/data`` relative to the current directory, if that folder exists;
+    5. ``shared/data`` next to the clestim checkout (``<checkout>/../shared/data``),
+       if that folder exists;
+    6. ``~/.cache/clestim`` (``$XDG_CACHE_HOME/clestim`` when that variable is set).
 
     Parameters
     ----------
     data_home : str or path-like, default=None
-        Explicit folder. When None, the environment variable ``CLESTIM_DATA``
-        is used if set, else ``~/.cache/clestim`` (``$XDG_CACHE_HOME/clestim``
-        when that variable is set).
+        Explicit folder.
 
     Returns
     -------
@@ -60,7 +74,12 @@ def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
     '/tmp/my_data'
     """
     if data_home is None:
-        data_home = os.environ.get(ENV_VAR)
+        data_home = os.environ.get(ENV_VAR) or os.environ.get("CLESTIM_SHARED_DATA")
+    if data_home is None:
+        shared = [Path("..", "shared", "data")]
+        if _CHECKOUT is not None:
+            shared.append(_CHECKOUT.parent / "shared" / "data")
+        data_home = next((p.resolve() for p in shared if p.is_dir()), None)
     if data_home is None:
         cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         data_home = Path(cache) / "clestim"

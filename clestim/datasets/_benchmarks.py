@@ -55,7 +55,9 @@ def _not_found(name: str, home: Path, extra: str = "") -> DatasetNotFoundError:
     )
     if info.get("url"):
         msg += f"  Or pass download=True to fetch {info['url']} (needs network).\n"
-    msg += "  The folder can be set with data_home=... or the CLESTIM_DATA environment variable."
+    msg += ("  The folder can be set with data_home=... or the CLESTIM_DATA environment variable;"
+            " by default a ../shared/data folder is also searched "
+            "(clestim.datasets.get_data_home).")
     if extra:
         msg += "\n  " + extra
     return DatasetNotFoundError(msg)
