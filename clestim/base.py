@@ -77,7 +77,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         ``(n_samples, n_features)``; ``out_features`` is inferred when missing.
     backbone_params : dict, optional
         Extra keyword arguments of a named backbone (for example ``{'d_model': 64}``).
-    norm : {'layer', 'batch'}, default='layer'
+    norm : {'layer', 'batch'} or None, default='layer'
         Normalisation inside a named backbone.
     input_norm : {'layer', 'instance'} or None, default='layer'
         Non-trainable per-sample input normalisation (TSCIL's LN/IN input layer).

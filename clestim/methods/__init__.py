@@ -3,6 +3,7 @@
 from .aser import ASER
 from .clops import CLOPS
 from .dt2w import DT2W
+from .ensembles import ENS, ENSGEN, ENSGENDEL
 from .generative import GR
 from .herding import Herding
 from .lwf import LwF
@@ -16,6 +17,9 @@ __all__ = [
     "CLOPS",
     "DER",
     "DT2W",
+    "ENS",
+    "ENSGEN",
+    "ENSGENDEL",
     "ER",
     "EWC",
     "GR",
