@@ -89,7 +89,7 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         of more dimensions (e.g. video) needs a module that takes it.
     backbone_params : dict, optional
         Extra keyword arguments of a named backbone (for example ``{'d_model': 64}``).
-    norm : {'layer', 'batch'}, default='layer'
+    norm : {'layer', 'batch'} or None, default='layer'
         Normalisation inside a named backbone.
     input_norm : {'auto', 'layer', 'instance'} or None, default='auto'
         Non-trainable per-sample input normalisation (TSCIL's LN/IN input layer).

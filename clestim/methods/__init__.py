@@ -3,6 +3,7 @@
 from .aser import ASER
 from .clops import CLOPS
 from .dt2w import DT2W
+from .ensembles import ENS, ENSGEN, ENSGENDEL
 from .fdr import FDR
 from .gem import AGEM, GEM
 from .generative import GR
@@ -21,6 +22,9 @@ __all__ = [
     "CLOPS",
     "DER",
     "DT2W",
+    "ENS",
+    "ENSGEN",
+    "ENSGENDEL",
     "ER",
     "EWC",
     "FDR",

@@ -150,7 +150,8 @@ class MLP(nn.Module):
     ----------
     in_features : int
         Size of the flattened input.
-    norm : {'batch', 'layer'}, default='batch'
+    norm : {'batch', 'layer'} or None, default='batch'
+        None: no normalisation (an identity layer; the plain MLPs of Szadkowski et al. 2019).
     dropout : float, default=0.0
     hidden : tuple of int, default=(256, 256)
     """

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-NORMS = ("batch", "layer")
+NORMS = ("batch", "layer", None)
 INPUT_NORMS = ("layer", "instance", None)
 
 
@@ -27,7 +27,9 @@ class ChannelLayerNorm(nn.LayerNorm):
 
 
 def feature_norm(kind: str, n_channels: int) -> nn.Module:
-    """The trainable normalisation of a backbone: ``'batch'`` or ``'layer'``."""
+    """The trainable normalisation of a backbone: ``'batch'``, ``'layer'`` or None (none)."""
+    if kind is None:
+        return nn.Identity()
     if kind == "batch":
         return nn.BatchNorm1d(n_channels)
     if kind == "layer":
