@@ -248,3 +248,19 @@ def test_subclass_signature_is_generated():
     assert sig.parameters["alpha"].default == 2.0 and sig.parameters["lr"].default == 0.5
     assert "random_state" in sig.parameters and repr(Custom(alpha=3.0)) == "Custom(alpha=3.0)"
     assert clone(Custom(alpha=3.0, max_epochs=2)).get_params()["max_epochs"] == 2
+
+
+def test_benchmark_keeps_tscils_network_explicitly():
+    """The data-driven defaults never change a benchmark cell: TSCIL's CNN and LN."""
+    from clestim.benchmark import BenchmarkConfig, make_estimator
+
+    config = BenchmarkConfig.from_dict(
+        {"datasets": ["basic_motions"], "methods": ["Naive", "ER"],
+         "settings": {"input_norm": ["instance"]}}
+    )
+    for cell in config.cells():
+        est = make_estimator(cell, config)
+        assert (est.backbone, est.input_norm) == ("cnn", "instance")
+    config = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["Naive"]})
+    est = make_estimator(config.cells()[0], config)
+    assert (est.backbone, est.input_norm) == ("cnn", "layer")
