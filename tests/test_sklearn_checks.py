@@ -41,9 +41,9 @@ class TabularGaussian(nn.Module):
 GENERIC_FAST = dict(
     backbone="mlp",
     backbone_params={"hidden": (16,)},
-    max_epochs=8,
+    max_epochs=3,
     batch_size=64,
-    lr=1e-2,
+    lr=5e-2,
     validation_fraction=0.0,
     grad_clip=None,
     random_state=0,
