@@ -46,6 +46,7 @@ GENERIC_FAST = dict(
     lr=5e-2,
     validation_fraction=0.0,
     grad_clip=None,
+    memory_size=20,  # replay methods: a fixed memory, one sample per class or more
     random_state=0,
 )
 #: What a method needs on top of GENERIC_FAST (by class name).
