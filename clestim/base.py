@@ -468,8 +468,10 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
 
         The network then answers :meth:`predict` and :meth:`decision_function` over
         ``classes``: the zero-shot baseline of forward transfer. Later
-        :meth:`partial_fit_task` calls continue from it exactly as if the first of
-        them had declared ``classes`` itself (same ``random_state``, same weights).
+        :meth:`partial_fit_task` calls continue from it (the label space is
+        declared); the head's rows are drawn at another point of the random stream
+        than when the first :meth:`partial_fit_task` declares ``classes``, so the
+        two routes give different, equally valid, weights.
 
         Parameters
         ----------
@@ -482,6 +484,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        if classes is None:
+            raise ValueError("initialize needs the classes the head is built for")
         with self._own_rng():
             self._check_params()
             X_raw, X = X, self._validate_X(X, reset=True)

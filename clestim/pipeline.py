@@ -143,10 +143,10 @@ class ContinualPipeline(_BaseComposition):
         from .streams import default_stream
 
         stream = getattr(self._final, "stream", None)
-        return default_stream() if stream is None else stream
+        return default_stream() if stream is None else clone(stream)
 
     # ------------------------------------------------------------ learning
-    def fit(self, X, y, groups=None):
+    def fit(self, X, y, groups=None, classes=None):
         """Fit the transformers (on the first task by default) and run the final stream.
 
         Returns
@@ -160,10 +160,10 @@ class ContinualPipeline(_BaseComposition):
             self._fit_transformers(_safe_indexing(X, first), y[first])
         else:
             self._fit_transformers(X, y)
-        self._final.fit(self.transform(X), y, groups)
+        self._final.fit(self.transform(X), y, groups, classes=classes)
         return self
 
-    def partial_fit_task(self, X, y, groups=None):
+    def partial_fit_task(self, X, y, groups=None, classes=None):
         """Learn one task; the first call also fits the transformers on it.
 
         Returns
@@ -173,7 +173,7 @@ class ContinualPipeline(_BaseComposition):
         self._validate_steps()
         if not hasattr(self, "transformers_"):
             self._fit_transformers(X, np.asarray(y))
-        self._final.partial_fit_task(self.transform(X), y, groups)
+        self._final.partial_fit_task(self.transform(X), y, groups, classes=classes)
         return self
 
     # ------------------------------------------------------------ inference

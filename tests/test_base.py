@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import task
+from scipy import sparse
 from sklearn.base import clone
 
 from clestim import ER, LwF, Naive
@@ -200,18 +201,23 @@ class TestBadInput:
         "make, error, match",
         [
             (lambda X, y: (X[:, 0], y), ValueError, "3-D"),
-            (lambda X, y: (X[:, :5], y), ValueError, "per-sample shape"),
+            (lambda X, y: (X[:, :5], y), ValueError, "X has 5 features, but Naive is expecting 9"),
             (lambda X, y: (X[:, :, :64], y), ValueError, "per-sample shape"),
             (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 7, np.nan, X), y),
              ValueError, "NaN"),
             (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 7, np.inf, X), y),
-             ValueError, "infinite"),
-            (lambda X, y: (X[:0], y[:0]), ValueError, "empty"),
+             ValueError, "infinity"),
+            (lambda X, y: (X[:0], y[:0]), ValueError, "0 sample"),
             (lambda X, y: (X, y[:-1]), ValueError, "labels but X has"),
-            (lambda X, y: (X, y.reshape(-1, 1)), ValueError, "1-D"),
+            (lambda X, y: (X, np.c_[y, y]), ValueError, "1d array"),
             (lambda X, y: (X, np.where(np.arange(len(y)) == 0, np.nan, y.astype(float))),
              ValueError, "NaN"),
-            (lambda X, y: ([["a"]] * len(y), y), (TypeError, ValueError), "X"),
+            (lambda X, y: ([["a"]] * len(y), y), ValueError, "convert"),
+            (lambda X, y: (X.astype(complex), y), ValueError, "Complex data not supported"),
+            (lambda X, y: (sparse.csr_matrix(X[:, 0]), y), TypeError, "dense data is required"),
+            (lambda X, y: (X, y + 0.5), ValueError, "Unknown label type: continuous"),
+            (lambda X, y: (X, np.array(["a", "b"])[y - 2]), ValueError, "cannot be mixed"),
+            (lambda X, y: (X, y, None, [2, 3]), ValueError, "leaves out classes already learned"),
         ],
     )
     def test_rejected_and_state_unchanged(self, fitted, uci_har_small, make, error, match):

@@ -144,14 +144,16 @@ class GR(ContinualClassifier):
         if not float(self.generator_lr) > 0:
             raise ValueError(f"generator_lr must be positive, got {self.generator_lr!r}")
 
+    def _check_task(self, X, y, groups):
+        if self.generator is None and X.ndim != 3:
+            raise ValueError(
+                "GR's default generator (TimeVAE) needs series input (n_samples, "
+                f"n_channels, n_timepoints), got shape {X.shape}; pass a generator"
+            )
+
     def _build_generator(self) -> nn.Module:
         if isinstance(self.generator, nn.Module):
             return copy.deepcopy(self.generator)
-        if len(self.input_shape_) != 2:
-            raise ValueError(
-                "GR's generator needs series input (n_samples, n_channels, n_timepoints), "
-                f"got per-sample shape {self.input_shape_}; pass a generator module"
-            )
         return (self.generator or TimeVAE)(*self.input_shape_, **(self.generator_params or {}))
 
     # -- lifecycle hooks ----------------------------------------------------------
