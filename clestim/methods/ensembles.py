@@ -19,7 +19,8 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from ..base import _OPTIMIZERS, ContinualClassifier, _in_order
+from .._validation import in_order
+from ..base import _OPTIMIZERS, ContinualClassifier
 from ..nets.ensemble import Autoencoder, UnitEnsemble, subtract_neighbourhoods
 
 _EVAL_BATCH = 1024
@@ -143,7 +144,7 @@ class ENS(ContinualClassifier):
         self._check_params()
         y_arr = np.asarray(y)
         if y_arr.ndim == 1 and len(y_arr):
-            labels = set(_in_order(y_arr))
+            labels = set(in_order(y_arr))
             labels |= set(np.asarray(getattr(self, "classes_", [])).tolist())
             labels |= set(np.asarray([] if classes is None else classes).tolist())
             if len(labels) < 2:
@@ -161,10 +162,10 @@ class ENS(ContinualClassifier):
         """Keyword arguments of each label's autoencoder; None: no autoencoders."""
         return None
 
-    def _build_module(self, input_shape) -> UnitEnsemble:
+    def _build_module(self, input_shape, input_norm=None, backbone_name=None) -> UnitEnsemble:
         return UnitEnsemble(
             int(np.prod(input_shape)), self.hidden, norm=self.norm, dropout=self.dropout,
-            input_norm=self.input_norm, autoencoder=self._autoencoder_config(),
+            input_norm=input_norm, autoencoder=self._autoencoder_config(),
         )
 
     # -------------------------------------------------------------- training
