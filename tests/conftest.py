@@ -18,9 +18,13 @@ SHARED_DATA = Path(
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The folder of real benchmark ``.npz`` files; skips the test when absent."""
+    """The folder of real benchmark ``.npz`` files; skips the test when absent,
+    except on CI (the ``CI`` variable set), where missing data is an error."""
     if not (SHARED_DATA / "uci_har_inertial.npz").is_file():
-        pytest.skip(f"real benchmark data not found in {SHARED_DATA} (set CLESTIM_SHARED_DATA)")
+        message = f"real benchmark data not found in {SHARED_DATA} (set CLESTIM_SHARED_DATA)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; on CI (CI={os.environ['CI']!r}) this is an error")
+        pytest.skip(message)
     return SHARED_DATA
 
 
