@@ -74,7 +74,8 @@ def test_partial_fit_task_fits_the_transformers_once():
     final = pipe.steps[-1][1]
     expected = final.predict(X - mean, after_task=0)
     np.testing.assert_array_equal(pipe.predict(X, after_task=0), expected)
-    np.testing.assert_array_equal(pipe.predict_proba(X, task=1), final.predict_proba(X - mean, task=1))
+    np.testing.assert_array_equal(pipe.predict_proba(X, task=1),
+                                  final.predict_proba(X - mean, task=1))
     assert pipe.score(X, y) == pytest.approx(float(np.mean(final.predict(X - mean) == y)))
 
 
