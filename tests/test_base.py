@@ -141,12 +141,7 @@ def test_validation_split_and_early_stopping(uci_har_small):
     assert len(np.intersect1d(train_idx, valid_idx)) == 0
 
 
-@pytest.mark.parametrize("schedule", ["step10", "onecycle"])
-def test_lr_schedules(uci_har_small, schedule):
-    X, y = task(uci_har_small, [0, 1])
-    est = Naive(max_epochs=12, patience=None, lr_schedule=schedule, random_state=0)
-    est.partial_fit_task(X, y)
-    assert len(est.history_[0]) == 12
+# the learning rate each schedule sets: tests/test_schedules.py
 
 
 def test_tiny_task_trains_without_validation():
