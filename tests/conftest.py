@@ -1,13 +1,16 @@
 """Shared fixtures: the real benchmark data folder and small real-data tasks."""
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-torch.set_num_threads(2)
+# One torch thread under mutmut (tools/mutation.sh): it forks a process per mutant,
+# and a forked process can deadlock on its parent's intra-op thread pool.
+torch.set_num_threads(1 if "mutmut" in sys.modules else 2)
 
 SHARED_DATA = Path(
     os.environ.get(

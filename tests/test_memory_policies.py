@@ -7,9 +7,13 @@ from scipy import stats
 
 from clestim.memory import (
     ASERRetrieval,
+    ASERUpdate,
     ImportanceSelection,
     MemoryBuffer,
     RandomRetrieval,
+    Reservoir,
+    SubjectBalancedRetrieval,
+    SubjectSubset,
     knn_shapley,
     memory_capacity,
 )
@@ -42,6 +46,7 @@ def test_aser_retrieves_the_candidates_of_highest_adversarial_shapley_value():
     asv = knn_shapley(X[cand], y[cand], X[coop], y[coop], 2).mean(0) - knn_shapley(
         X[cand], y[cand], new_X, new_y, 2
     ).mean(0)
+    assert idx.tolist() == cand[torch.argsort(asv, descending=True)[:4]].tolist()
     value = dict(zip(cand.tolist(), asv.tolist()))
     picked = sorted(value[i] for i in idx.tolist())
     left = [v for i, v in value.items() if i not in idx.tolist()]
@@ -132,12 +137,13 @@ def test_random_retrieval_is_uniform_without_replacement():
     assert stats.chisquare(first).pvalue > 1e-3
     assert np.abs(counts / 3000 - 0.3).max() < 0.04
     assert len(policy.retrieve(buffer, 50, gen)) == 10
+    assert len(buffer.sample(1, gen)["y"]) == 1 and buffer.sample(0, gen) is None
 
 
 # ----------------------------------------------------------------- capacity
 @pytest.mark.parametrize(
     "memory_size, n_seen, expected",
-    [(366, 10, 366), (366, 10**6, 366), (0.05, 2440, 122), (0.05, 4880, 244),
+    [(1, 10, 1), (366, 10, 366), (366, 10**6, 366), (0.05, 2440, 122), (0.05, 4880, 244),
      (0.05, 10, 1), (1.0, 37, 37), (0.1, 99, 9)],
 )
 def test_memory_capacity(memory_size, n_seen, expected):
@@ -148,3 +154,44 @@ def test_memory_capacity(memory_size, n_seen, expected):
 def test_memory_capacity_rejects(bad):
     with pytest.raises((ValueError, TypeError)):
         memory_capacity(bad, 10)
+
+
+# ---------------------------------------------------------- reproducibility
+def _offer(update, seed):
+    g = torch.Generator().manual_seed(seed)
+    buffer = MemoryBuffer(6, update=update)
+    for start in range(0, 40, 8):
+        y = torch.arange(start, start + 8) % 3
+        buffer.add(g, X=torch.arange(start, start + 8.0)[:, None], y=y,
+                   group=torch.arange(start, start + 8) % 4)
+    return buffer["X"].flatten().tolist()
+
+
+@pytest.mark.parametrize("make", [
+    Reservoir,
+    lambda: SubjectSubset([0, 2]),
+    lambda: ASERUpdate(lambda x: x, k=1, n_smp_per_class=1, batch_size=4),
+], ids=["reservoir", "subject_subset", "aser_update"])
+def test_updates_draw_only_from_the_generator(make):
+    torch.manual_seed(0)
+    first = _offer(make(), 3)
+    torch.manual_seed(1)  # the global generator must not matter
+    assert _offer(make(), 3) == first
+    assert any(_offer(make(), seed) != first for seed in (4, 5, 6))
+
+
+@pytest.mark.parametrize("policy", [
+    RandomRetrieval(), SubjectBalancedRetrieval(), ASERRetrieval(lambda x: x, k=1)
+], ids=["random", "subject_balanced", "aser"])
+def test_retrievals_draw_only_from_the_generator(policy):
+    buffer, new_X, new_y = _aser_case()
+    buffer.fields["group"] = torch.arange(10) % 3
+
+    def draw(seed, global_seed):
+        torch.manual_seed(global_seed)
+        g = torch.Generator().manual_seed(seed)
+        return policy.retrieve(buffer, 4, g, X=new_X, y=new_y).tolist()
+
+    first = draw(0, 0)
+    assert draw(0, 1) == first
+    assert any(draw(seed, 0) != first for seed in (1, 2, 3, 4))

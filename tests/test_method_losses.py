@@ -239,8 +239,9 @@ def _fitted_dt2w():
     return est
 
 
-@pytest.mark.parametrize("term", ["kd", "fmap", "proto", "all"])
-@pytest.mark.parametrize("adaptive", [True, False])
+@pytest.mark.parametrize(
+    "term, adaptive", [("kd", False), ("fmap", False), ("proto", False), ("all", True)]
+)
 def test_dt2w_loss_terms(term, adaptive):
     lam = {"lambda_kd": 2.0, "lambda_fmap": 0.3, "lambda_proto": 5.0}
     if term != "all":
