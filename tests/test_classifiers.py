@@ -82,15 +82,6 @@ def test_classifier_validated_and_fixed_after_fit(uci_har_small):
         est.set_params(classifier="cosine").partial_fit_task(X[60:], y[60:])
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda: ER(classifier="bce", memory_size=60, **SMALL),
-        lambda: ER(classifier="cosine", memory_size=60, **SMALL),
-        lambda: Herding(classifier="ncm", memory_size=60, **SMALL),
-    ],
-    ids=["bce", "cosine", "ncm"],
-)
 def _four_class_stream(est, data):
     # two tasks of real UCI-HAR (4 classes) keep this fast
     (X, y), (X_test, y_test) = data["train"], data["test"]
@@ -109,6 +100,15 @@ def naive_stream(uci_har_small):
     return _four_class_stream(Naive(**SMALL), uci_har_small)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ER(classifier="bce", memory_size=60, **SMALL),
+        lambda: ER(classifier="cosine", memory_size=60, **SMALL),
+        lambda: Herding(classifier="ncm", memory_size=60, **SMALL),
+    ],
+    ids=["bce", "cosine", "ncm"],
+)
 def test_classifiers_learn_a_stream(make, uci_har_small, naive_stream):
     average, first = _four_class_stream(make(), uci_har_small)
     naive_average, naive_first = naive_stream  # ~0.48 and 0
