@@ -86,7 +86,10 @@ def dt2w_result(uci_har_small):
 def test_dt2w_learns_and_forgets_less_than_naive(uci_har_small, dt2w_result):
     naive = _stream(Naive(**FAST), uci_har_small).metrics
     metrics = dt2w_result.metrics
-    assert metrics["average_accuracy"] > 0.35  # chance: 1/6
+    # Naive keeps only the last task (~1/3, the real baseline here); always predicting
+    # one class scores 1/6. DT2W must beat both (it scores ~0.41, Naive ~0.36, DT2W
+    # without its distillation terms ~0.34)
+    assert metrics["average_accuracy"] > max(naive["average_accuracy"], 1 / 6) + 0.03
     assert metrics["average_forgetting"] < naive["average_forgetting"] - 0.1
 
 
