@@ -81,8 +81,9 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    backbone : {'auto', 'cnn', 'transformer', 'mlp', 'r2plus1d', 'r2plus1d_small'} or torch.nn.Module, default='auto'
-        Feature extractor. ``'auto'`` builds the 1D-CNN of TSCIL for 3-D input
+    backbone : str or torch.nn.Module, default='auto'
+        One of 'auto', 'cnn', 'transformer', 'mlp', 'r2plus1d', 'r2plus1d_small'. The
+        feature extractor. ``'auto'`` builds the 1D-CNN of TSCIL for 3-D input
         (n_samples, n_channels, n_timepoints), the MLP for 2-D (tabular) input
         (n_samples, n_features) and the small R(2+1)D for clips (n_samples, C, T, H, W)
         (:mod:`clestim.nets.video`). A module must map the (normalised) input to
