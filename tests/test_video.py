@@ -193,3 +193,14 @@ def test_load_ucf101_reads_the_videos_it_finds(tmp_path):
         load_ucf101(tmp_path / "absent")
     with pytest.raises(ValueError, match="Archery"):
         load_ucf101(tmp_path, classes=["Archery"])
+
+
+def test_idd_in_a_continual_pipeline(clips):
+    from clestim.pipeline import make_continual_pipeline
+
+    X, y, X_test, y_test = clips
+    est = _video_est(ER).set_params(max_epochs=1)
+    pipe = make_continual_pipeline(FlowFrameSelector(4, method="diff"), est)
+    pipe.partial_fit_task(X[y < 2], y[y < 2]).partial_fit_task(X[y >= 2], y[y >= 2])
+    assert pipe.steps[-1][1].input_shape_ == (1, 4, 16, 16)  # 8 frames -> the 4 that move most
+    assert pipe.predict(X_test).shape == y_test.shape
