@@ -204,3 +204,16 @@ def test_idd_in_a_continual_pipeline(clips):
     pipe.partial_fit_task(X[y < 2], y[y < 2]).partial_fit_task(X[y >= 2], y[y >= 2])
     assert pipe.steps[-1][1].input_shape_ == (1, 4, 16, 16)  # 8 frames -> the 4 that move most
     assert pipe.predict(X_test).shape == y_test.shape
+
+
+def test_backbone_dimensions_checked_and_auto_picks_r2plus1d_small():
+    from clestim.nets import R2Plus1D
+
+    clips5 = np.zeros((4, 1, 4, 16, 16), dtype=np.float32)
+    with pytest.raises(ValueError, match="needs 5-D input"):
+        ER(backbone="r2plus1d").initialize(np.zeros((4, 2, 32), np.float32), [0, 1])
+    with pytest.raises(ValueError, match="needs 3-D input"):
+        ER(backbone="cnn").initialize(clips5, [0, 1])
+    est = ER(random_state=0).initialize(clips5, [0, 1])
+    assert isinstance(est.module_.backbone, R2Plus1D) and est.module_.backbone.out_features == 32
+    assert est.predict_proba(clips5).shape == (4, 2)
