@@ -66,8 +66,10 @@ ARCHITECTURE_PARAMS = (
 CLASSIFIERS = ("softmax", "bce", "cosine", "ncm")
 _OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 _EVAL_BATCH = 512
-#: What ``backbone='auto'`` builds for 2-D and 3-D input.
-_AUTO_BACKBONES = {2: "mlp", 3: "cnn"}
+#: What ``backbone='auto'`` builds for 2-D, 3-D and 5-D (clip) input.
+_AUTO_BACKBONES = {2: "mlp", 3: "cnn", 5: "r2plus1d_small"}
+#: Named backbones and the input dimensions they take.
+_BACKBONE_NDIM = {"cnn": 3, "transformer": 3, "r2plus1d": 5, "r2plus1d_small": 5}
 #: ``input_norm``: 'auto' chooses by the data (see ``ContinualClassifier``).
 INPUT_NORM_CHOICES = ("auto", *INPUT_NORMS)
 
@@ -81,12 +83,13 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    backbone : {'auto', 'cnn', 'transformer', 'mlp'} or torch.nn.Module, default='auto'
-        Feature extractor. ``'auto'`` builds the 1D-CNN of TSCIL for 3-D input
-        (n_samples, n_channels, n_timepoints) and the MLP for 2-D (tabular) input
-        (n_samples, n_features). A module must map the (normalised) input to
-        ``(n_samples, n_features)``; ``out_features`` is inferred when missing. Input
-        of more dimensions (e.g. video) needs a module that takes it.
+    backbone : str or torch.nn.Module, default='auto'
+        One of 'auto', 'cnn', 'transformer', 'mlp', 'r2plus1d', 'r2plus1d_small'. The
+        feature extractor. ``'auto'`` builds the 1D-CNN of TSCIL for 3-D input
+        (n_samples, n_channels, n_timepoints), the MLP for 2-D (tabular) input
+        (n_samples, n_features) and the small R(2+1)D for clips (n_samples, C, T, H, W)
+        (:mod:`clestim.nets.video`). A module must map the (normalised) input to
+        ``(n_samples, n_features)``; ``out_features`` is inferred when missing.
     backbone_params : dict, optional
         Extra keyword arguments of a named backbone (for example ``{'d_model': 64}``).
     norm : {'layer', 'batch'} or None, default='layer'
@@ -313,10 +316,12 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         X = check_X(self, X, reset=reset)
         if reset:
             backbone = self._backbone_name(X.ndim)
-            if backbone in ("cnn", "transformer") and X.ndim != 3:
+            ndim = _BACKBONE_NDIM.get(backbone, X.ndim)
+            if X.ndim != ndim:
+                axes = "n_channels, n_timepoints" if ndim == 3 else "C, T, H, W"
                 raise ValueError(
-                    f"backbone={self.backbone!r} needs 3-D input (n_samples, n_channels, "
-                    f"n_timepoints), got shape {X.shape}"
+                    f"backbone={self.backbone!r} needs {ndim}-D input (n_samples, {axes}), "
+                    f"got shape {X.shape}"
                 )
         return X
 
@@ -329,7 +334,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         if ndim in _AUTO_BACKBONES:
             return _AUTO_BACKBONES[ndim]
         raise ValueError(
-            f"backbone='auto' picks 'mlp' for 2-D and 'cnn' for 3-D input; for {ndim}-D "
+            f"backbone='auto' picks 'mlp' for 2-D, 'cnn' for 3-D and 'r2plus1d_small' for "
+            f"5-D input; for {ndim}-D "
             "input pass a torch.nn.Module that accepts it"
         )
 

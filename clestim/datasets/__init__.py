@@ -38,9 +38,11 @@ from ._embedded import (
     load_osuleaf,
 )
 from ._registry import list_datasets, load_dataset
+from ._video import MOTIONS, load_moving_digits, load_ucf101, read_clip
 from ._windows import sliding_windows, subject_train_test_split, tscil_windows
 
 __all__ = [
+    "MOTIONS",
     "ChecksumError",
     "DatasetNotFoundError",
     "download",
@@ -55,8 +57,10 @@ __all__ = [
     "load_grabmyo",
     "load_japanese_vowels",
     "load_mnist",
+    "load_moving_digits",
     "load_osuleaf",
     "load_tscil_pickles",
+    "load_ucf101",
     "load_uci_har",
     "load_uwave",
     "load_wisdm",
@@ -65,6 +69,7 @@ __all__ = [
     "parse_uci_har_split",
     "parse_uwave",
     "parse_wisdm_file",
+    "read_clip",
     "sliding_windows",
     "split_tscil",
     "subject_train_test_split",

@@ -5,11 +5,14 @@ from .generators import TimeVAE
 from .heads import GrowingLinear, SplitCosineLinear
 from .network import ContinualNetwork
 from .norms import InputNorm
+from .video import ClipAugment, R2Plus1D
 
 __all__ = [
     "BACKBONES",
     "CNN1D",
+    "ClipAugment",
     "MLP",
+    "R2Plus1D",
     "ContinualNetwork",
     "GrowingLinear",
     "InputNorm",

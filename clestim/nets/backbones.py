@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .norms import feature_norm
+from .video import R2Plus1D, r2plus1d_small
 
 
 class CNN1D(nn.Module):
@@ -178,4 +179,10 @@ class MLP(nn.Module):
         return self.layers(x)
 
 
-BACKBONES = {"cnn": CNN1D, "transformer": TransformerEncoder, "mlp": MLP}
+BACKBONES = {
+    "cnn": CNN1D,
+    "transformer": TransformerEncoder,
+    "mlp": MLP,
+    "r2plus1d": R2Plus1D,  # clips (N, C, T, H, W); r2plus1d_18 by default
+    "r2plus1d_small": r2plus1d_small,
+}
