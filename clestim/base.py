@@ -892,7 +892,9 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             score ``-inf``.
         """
         scores = self._head_scores(X, task=task, after_task=after_task)[:, self._labels.rows]
-        if scores.shape[1] == 2:
+        if scores.shape[1] == 2:  # log(p1 / p0): ranks samples as predict_proba[:, 1]
+            if self.classifier == "bce":
+                scores = F.logsigmoid(torch.from_numpy(scores)).numpy()
             return scores[:, 1] - scores[:, 0]
         return scores
 
@@ -914,9 +916,9 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         classes they exclude get probability 0.
         """
         scores = torch.from_numpy(self._head_scores(X, task=task, after_task=after_task))
-        if self.classifier == "bce":
-            p = torch.sigmoid(scores)
-            p = p / p.sum(1, keepdim=True)
+        if self.classifier == "bce":  # in float64: the same for any sample order
+            p = torch.sigmoid(scores.double())
+            p = (p / p.sum(1, keepdim=True)).float()
         else:
             p = torch.softmax(scores, dim=1)
         return p.numpy()[:, self._labels.rows]

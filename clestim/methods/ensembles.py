@@ -150,7 +150,8 @@ class ENS(ContinualClassifier):
             if len(labels) < 2:
                 raise ValueError(
                     f"{type(self).__name__} got a task with the single label "
-                    f"{next(iter(labels))!r} and knows no other: the label's unit would have "
+                    f"{next(iter(labels))!r} and knows no other (one class): the label's unit "
+                    "would have "
                     "no negatives. Declare the label space on the first task "
                     "(partial_fit_task(X, y, classes=[...]))."
                 )

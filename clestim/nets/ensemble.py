@@ -114,6 +114,11 @@ class UnitEnsemble(nn.Module):
         """The logit of ``f_label`` for each sample, shape ``(N,)``."""
         return self.units[label](x.flatten(1))[:, 0]
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The embedding: every unit's last hidden layer, concatenated in unit order."""
+        x = x.flatten(1)
+        return torch.cat([unit.features(x) for unit in self.units], dim=1)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)
         if not len(self.units):
