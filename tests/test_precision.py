@@ -46,7 +46,10 @@ def _fingerprint(est, data) -> str:
         for k, v in est.module_.state_dict().items():
             h.update(k.encode())
             h.update(v.detach().cpu().numpy().tobytes())
-        h.update(est.predict_proba(task(data, TASKS[0] + TASKS[1], "test", n=20)[0]).tobytes())
+        # in head order, as the code before precision computed predict_proba's columns
+        X_test = task(data, TASKS[0] + TASKS[1], "test", n=20)[0]
+        scores = torch.from_numpy(est._head_scores(X_test))
+        h.update(torch.softmax(scores, dim=1).numpy().tobytes())
         return h.hexdigest()[:16]
     finally:
         torch.set_num_threads(threads)
