@@ -104,7 +104,8 @@ def _ours(row, metric) -> str:
     leaves the metric's range; † for an interval of fewer than MIN_RUNS_FOR_CI runs
     (one run shows none)."""
     mean, half = row[metric], row[f"{metric}_ci"]
-    low, high = row.get(f"{metric}_lo", mean - half), row.get(f"{metric}_hi", mean + half)
+    low = row.get(f"{metric}_lo", max(mean - half, 0.0))  # percentages: clip to [0, 100]
+    high = row.get(f"{metric}_hi", min(mean + half, 100.0))
     text = f"{mean:.1f}"
     if row["runs"] > 1:  # one run has no interval
         clipped = not np.isclose([low, high], [mean - half, mean + half]).all()

@@ -349,7 +349,7 @@ def test_gr_replays_the_frozen_previous_generator_labelled_by_the_frozen_network
     est = _fit(GR(generator=_Gaussian(), generator_epochs=2, replay_ratio=0.25,
                   replay_batch_size=5, **TINY), n_tasks=1)
     X2, y2 = _tasks()[1]
-    est._add_classes([2, 3])
+    est._set_labels(est._labels.extended(np.array([2, 3]), None))
     est._before_task(X2, est._encode(y2), None)  # freezes the previous networks
     est.module_.head.grow(2)
     prev_net, prev_gen = copy.deepcopy(est.module_), copy.deepcopy(est.generator_)
