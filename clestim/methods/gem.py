@@ -11,6 +11,8 @@ gradient clipping and early stopping stay the base class's.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import torch
 
 from ..memory import TaskBalanced
@@ -52,7 +54,7 @@ def agem_project(g: torch.Tensor, g_ref: torch.Tensor) -> torch.Tensor:
     return g - (dot / (g_ref @ g_ref)) * g_ref if dot < 0 else g
 
 
-class _GradientEpisodicMemory(ER):
+class _GradientEpisodicMemory(ER, ABC):
     """What GEM and A-GEM share: the per-task memory and the gradient surgery."""
 
     def _update_policy(self):
@@ -72,12 +74,13 @@ class _GradientEpisodicMemory(ER):
         g = self._project(_flat_grad(loss, params), references)
         return _with_gradient(loss, params, g)
 
+    @abstractmethod
     def _reference_losses(self) -> list:
         """The memory losses whose gradients constrain the update."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _project(self, g, references):
-        raise NotImplementedError
+        """The update direction from the new gradient ``g`` and the memory's ``references``."""
 
 
 class GEM(_GradientEpisodicMemory):
