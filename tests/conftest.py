@@ -8,9 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-# One torch thread under mutmut (tools/mutation.sh): it forks a process per mutant,
-# and a forked process can deadlock on its parent's intra-op thread pool.
-torch.set_num_threads(1 if "mutmut" in sys.modules else 2)
+# One torch thread per process when several share the cores: under pytest-xdist
+# (.ci/run runs one worker per core) and under mutmut (tools/mutation.sh), which
+# forks a process per mutant (a forked process can deadlock on its parent's
+# intra-op thread pool). The small networks of the tests gain nothing from a
+# second thread, and two processes of two threads each on two cores spend most
+# of their time in OpenMP barriers (an ER task of the tests: 28 s against 4.2 s).
+_SHARED_CORES = "mutmut" in sys.modules or "PYTEST_XDIST_WORKER" in os.environ
+torch.set_num_threads(1 if _SHARED_CORES else min(2, os.cpu_count() or 1))
 
 SHARED_DATA = Path(
     os.environ.get(
