@@ -35,11 +35,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
-from video_paper_ts import buffer_label, evaluate_problem, mean_std
+from video_paper_ts import buffer_label, evaluate_problem, load_cells, mean_std, write_table
 
 import clestim
 from clestim.benchmark import write_json_atomic
@@ -95,20 +94,16 @@ def run(args):
 
 
 def summary(args):
-    records = [json.loads(p.read_text()) for p in sorted((Path(args.out) / "cells").glob("*.json"))]
     groups = {}
-    for r in records:
+    for r in load_cells(args.out):
         groups.setdefault((r["method"], r["params"]["memory_size"],
                            "memory_frames" in r["params"]), []).append(r)
-    lines = ["| method | buffer | IDD | problems | C-IL | T-IL |", "|---" * 6 + "|"]
-    for (method, _size, idd), group in sorted(groups.items(),
-                                             key=lambda kv: (kv[0][0] != "DERpp", -kv[0][1],
-                                                             kv[0][2])):
-        lines.append(f"| {method} | {buffer_label(group)} | {'✓' if idd else ''} | "
-                     f"{len(group)} | {mean_std(group, 'C-IL')} | {mean_std(group, 'T-IL')} |")
-    text = "\n".join(lines) + "\n"
-    (Path(args.out) / "table.md").write_text(text)
-    print(text)
+    order = sorted(groups, key=lambda k: (k[0] != "DERpp", -k[1], k[2]))
+    rows = [(method, buffer_label(groups[method, size, idd]), "✓" if idd else "",
+             len(groups[method, size, idd]), mean_std(groups[method, size, idd], "C-IL"),
+             mean_std(groups[method, size, idd], "T-IL"))
+            for method, size, idd in order]
+    write_table(args.out, ["method", "buffer", "IDD", "problems", "C-IL", "T-IL"], rows)
 
 
 def main(argv=None):

@@ -123,20 +123,31 @@ def run(args, cells):
                   f"({record['wall_s']:.0f} s)", flush=True)
 
 
-def summary(args):
-    records = [json.loads(p.read_text()) for p in sorted((Path(args.out) / "cells").glob("*.json"))]
-    groups = {}
-    for r in records:
-        groups.setdefault((r["table"], r["dataset"], r["label"]), []).append(r)
-    lines = ["| table | dataset | method | buffer | problems | C-IL | T-IL |", "|---" * 7 + "|"]
-    order = {label: i for i, (label, _, _) in enumerate(table1() + table2())}
-    for (table, dataset, label), group in sorted(groups.items(),
-                                                 key=lambda kv: (kv[0][:2], order[kv[0][2]])):
-        lines.append(f"| {table} | {dataset} | {label} | {buffer_label(group)} | {len(group)} | "
-                     f"{mean_std(group, 'C-IL')} | {mean_std(group, 'T-IL')} |")
+def load_cells(out) -> list[dict]:
+    """The records of ``OUT/cells/*.json``."""
+    return [json.loads(p.read_text()) for p in sorted((Path(out) / "cells").glob("*.json"))]
+
+
+def write_table(out, header, rows) -> None:
+    """Write and print ``OUT/table.md``: a markdown table of ``header`` and ``rows``."""
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
     text = "\n".join(lines) + "\n"
-    (Path(args.out) / "table.md").write_text(text)
+    (Path(out) / "table.md").write_text(text)
     print(text)
+
+
+def summary(args):
+    groups = {}
+    for r in load_cells(args.out):
+        groups.setdefault((r["table"], r["dataset"], r["label"]), []).append(r)
+    order = {label: i for i, (label, _, _) in enumerate(table1() + table2())}
+    rows = [(table, dataset, label, buffer_label(group), len(group), mean_std(group, "C-IL"),
+             mean_std(group, "T-IL"))
+            for (table, dataset, label), group in sorted(
+                groups.items(), key=lambda kv: (kv[0][:2], order[kv[0][2]]))]
+    write_table(args.out, ["table", "dataset", "method", "buffer", "problems", "C-IL", "T-IL"],
+                rows)
 
 
 def main(argv=None):

@@ -211,6 +211,7 @@ def test_idd_store_on_series_and_bytes_per_clip(clips):
     # and their 2 uint8 positions
     assert whole.nbytes == 6 * (8 * 256 * 4 + 8)
     assert idd.nbytes == 6 * (2 * 256 * 4 + 2 + 8)
+    assert IDDStore(2, "diff", length=8).sample_nbytes((1, 8, 16, 16)) == 2 * 256 * 4 + 2
     assert idd["X"].shape == whole["X"].shape
 
 
