@@ -74,7 +74,7 @@ def main(argv=None):
     first, second = y < 4, y >= 4
     params = paper_params(args.clip_length, args.crop_size, small=args.backbone != "r2plus1d")
     est = ER(**params, memory_size=args.memory_size, replay_batch_size=16,
-             memory_frames=args.memory_frames, memory_motion="diff", max_epochs=1,
+             memory_frames=args.memory_frames, max_epochs=1,
              patience=None, validation_fraction=0.0, device=args.device, random_state=0)
     start = time.perf_counter()
     est.partial_fit_task(X[first], y[first])  # fills the memory, warms the device up
