@@ -66,6 +66,35 @@ def subsample(X, y, per_class, seed=0):
     return X[idx], y[idx]
 
 
+def evaluate_problem(est, stream, X, y, X_test, y_test) -> dict:
+    """Learn one problem; its C-IL and T-IL accuracy after the last task and memory."""
+    start = time.perf_counter()
+    result = evaluate_stream(est, stream, X, y, X_test, y_test, return_estimator=True)
+    fitted = result.estimator
+    til = [np.mean(fitted.predict(X_test[idx], task=j) == y_test[idx])
+           for j, idx in enumerate(stream.task_indices(y_test))]
+    return {"task_classes": [np.asarray(c).tolist() for c in result.task_classes],
+            "C-IL": float(result.metrics["average_accuracy"]),
+            "T-IL": float(np.mean(til)),
+            "memory_nbytes": result.memory_nbytes,
+            "memory_elements": result.memory_elements,
+            "wall_s": time.perf_counter() - start}
+
+
+def mean_std(records, key) -> str:
+    """``mean ± std`` (sample std; 0 for one record) of ``100 * record[key]``."""
+    v = 100 * np.array([r[key] for r in records])
+    return f"{v.mean():.1f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.1f}"
+
+
+def buffer_label(records) -> str:
+    """The mean buffer as the paper writes it, ``'200 (0.9 GB)'``; '-' without one."""
+    nbytes = [r["memory_nbytes"] for r in records if r["memory_nbytes"] is not None]
+    if not nbytes:
+        return "-"
+    return memory_label(np.mean([r["memory_elements"] for r in records]), np.mean(nbytes))
+
+
 def run(args, cells):
     from clestim import TaskPool
     from clestim.datasets import load_dataset
@@ -85,44 +114,40 @@ def run(args, cells):
             est = getattr(clestim, method)(
                 max_epochs=args.max_epochs, dropout=TSCIL_DROPOUT.get(args.dataset, 0.0),
                 random_state=1234 + e, **params)
-            start = time.perf_counter()
-            result = evaluate_stream(est, stream, X, y, X_test, y_test, return_estimator=True)
-            fitted = result.estimator
-            til = [np.mean(fitted.predict(X_test[idx], task=j) == y_test[idx])
-                   for j, idx in enumerate(stream.task_indices(y_test))]
             record = {"table": args.table, "dataset": args.dataset, "label": label,
                       "method": method, "params": params, "problem": e,
-                      "task_classes": [np.asarray(c).tolist() for c in result.task_classes],
-                      "C-IL": float(result.metrics["average_accuracy"]),
-                      "T-IL": float(np.mean(til)),
-                      "memory_nbytes": result.memory_nbytes,
-                      "memory_elements": result.memory_elements,
-                      "max_epochs": args.max_epochs, "wall_s": time.perf_counter() - start}
+                      **evaluate_problem(est, stream, X, y, X_test, y_test),
+                      "max_epochs": args.max_epochs}
             write_json_atomic(out / f"{key}.json", record)
             print(f"{key}: C-IL {100 * record['C-IL']:.1f} T-IL {100 * record['T-IL']:.1f} "
                   f"({record['wall_s']:.0f} s)", flush=True)
 
 
-def summary(args):
-    records = [json.loads(p.read_text()) for p in sorted((Path(args.out) / "cells").glob("*.json"))]
-    groups = {}
-    for r in records:
-        groups.setdefault((r["table"], r["dataset"], r["label"]), []).append(r)
-    lines = ["| table | dataset | method | buffer | problems | C-IL | T-IL |", "|---" * 7 + "|"]
-    order = {label: i for i, (label, _, _) in enumerate(table1() + table2())}
-    for (table, dataset, label), group in sorted(groups.items(),
-                                                 key=lambda kv: (kv[0][:2], order[kv[0][2]])):
-        cil = 100 * np.array([r["C-IL"] for r in group])
-        til = 100 * np.array([r["T-IL"] for r in group])
-        nbytes = [r["memory_nbytes"] for r in group if r["memory_nbytes"] is not None]
-        buffer = memory_label(np.mean([r["memory_elements"] for r in group]),
-                              np.mean(nbytes)) if nbytes else "-"
-        std = (lambda v: v.std(ddof=1) if len(v) > 1 else 0.0)  # noqa: E731
-        lines.append(f"| {table} | {dataset} | {label} | {buffer} | {len(group)} | "
-                     f"{cil.mean():.1f} ± {std(cil):.1f} | {til.mean():.1f} ± {std(til):.1f} |")
+def load_cells(out) -> list[dict]:
+    """The records of ``OUT/cells/*.json``."""
+    return [json.loads(p.read_text()) for p in sorted((Path(out) / "cells").glob("*.json"))]
+
+
+def write_table(out, header, rows) -> None:
+    """Write and print ``OUT/table.md``: a markdown table of ``header`` and ``rows``."""
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
     text = "\n".join(lines) + "\n"
-    (Path(args.out) / "table.md").write_text(text)
+    (Path(out) / "table.md").write_text(text)
     print(text)
+
+
+def summary(args):
+    groups = {}
+    for r in load_cells(args.out):
+        groups.setdefault((r["table"], r["dataset"], r["label"]), []).append(r)
+    order = {label: i for i, (label, _, _) in enumerate(table1() + table2())}
+    rows = [(table, dataset, label, buffer_label(group), len(group), mean_std(group, "C-IL"),
+             mean_std(group, "T-IL"))
+            for (table, dataset, label), group in sorted(
+                groups.items(), key=lambda kv: (kv[0][:2], order[kv[0][2]]))]
+    write_table(args.out, ["table", "dataset", "method", "buffer", "problems", "C-IL", "T-IL"],
+                rows)
 
 
 def main(argv=None):

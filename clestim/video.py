@@ -10,6 +10,8 @@
 * :func:`paper_params`: the paper's settings (R(2+1)D, RMSProp, lr 1e-5, batch 16).
 * :class:`FlowFrameSelector`: information-driven downsampling (IDD), which keeps
   the frames with the largest motion in time order.
+* :class:`IDDStore`: IDD as the store policy of a replay memory (``ER(memory_frames=...)``
+  and every rehearsal method).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .nets.video import ClipAugment
 
-__all__ = ["FlowFrameSelector", "frame_motion", "paper_params", "windowed_predict_proba"]
+__all__ = [
+    "FlowFrameSelector", "IDDStore", "frame_motion", "paper_params", "windowed_predict_proba",
+]
 
 
 def paper_params(clip_length: int = 16, crop_size: int = 112, small: bool = False) -> dict:
@@ -174,3 +178,78 @@ class FlowFrameSelector(TransformerMixin, BaseEstimator):
         idx = self.selected_frames(X)
         shape = (len(X), 1, self.n_frames) + (1,) * (X.ndim - 3)
         return np.take_along_axis(X, idx.reshape(shape), axis=2)
+
+
+def _position_dtype(length: int) -> torch.dtype:
+    """The smallest integer dtype that holds frame positions ``0..length-1``."""
+    return torch.uint8 if length <= 256 else torch.int16 if length <= 2**15 else torch.int32
+
+
+class IDDStore:
+    """Information-driven downsampling as the store policy of a replay memory.
+
+    A sample entering the buffer keeps only the ``n_frames`` frames of largest
+    motion, in time order (:class:`FlowFrameSelector`), and their positions, in
+    the ``'frames'`` field (the smallest unsigned or signed integer dtype that
+    holds ``length``: ``uint8`` up to 256 frames). Its bytes shrink from ``T``
+    frames to ``n_frames`` frames plus ``n_frames`` positions.
+
+    Read back, a stored clip is rebuilt at its original ``length`` by holding each
+    kept frame until the next kept one (frames before the first kept one show the
+    first kept one): with kept positions ``p_0 < ... < p_{k-1}``, frame ``t`` is the
+    kept frame ``p_j`` with the largest ``p_j <= t`` (``j = 0`` when there is
+    none). The paper (Villa et al. 2022) does not say how downsampled clips are
+    replayed; the hold keeps the clip length, so replayed clips batch with new
+    ones and the network's temporal crop applies to both.
+
+    Parameters
+    ----------
+    n_frames : int
+        Frames kept per sample.
+    method : {'farneback', 'diff'}, default='farneback'
+        The motion score (:func:`frame_motion`); ``'diff'`` also works on series
+        ``(n, C, T)``, where frames are time steps.
+    length : int
+        Frames of the offered samples (``T``), the length reads rebuild.
+    """
+
+    #: The offered fields that :meth:`decode` rebuilds.
+    decoded_fields = ("X",)
+
+    def __init__(self, n_frames: int, method: str = "farneback", *, length: int):
+        self.n_frames = n_frames
+        self.method = method
+        self.length = length
+        self.selector = FlowFrameSelector(n_frames, method)
+
+    def sample_nbytes(self, shape: tuple) -> int:
+        """Bytes IDD stores for one float32 sample of ``shape`` ``(C, T, ...)``:
+        ``n_frames`` of its frames and their positions."""
+        frame = int(np.prod(shape)) // shape[1]
+        return self.n_frames * (4 * frame + _position_dtype(self.length).itemsize)
+
+    def encode(self, fields: dict) -> dict:
+        """The offered fields with ``'X'`` downsampled and its ``'frames'`` positions."""
+        X = fields["X"]
+        if X.shape[2] != self.length:
+            raise ValueError(f"IDDStore stores samples of {self.length} frames, got {X.shape[2]}")
+        idx = self.selector.selected_frames(X.detach().float().cpu().numpy())
+        positions = torch.as_tensor(idx, device=X.device)
+        return {**fields, "X": _take_frames(X, positions),
+                "frames": positions.to(_position_dtype(self.length))}
+
+    def decode(self, fields: dict) -> dict:
+        """Stored fields with ``'X'`` rebuilt at ``length`` frames, without ``'frames'``."""
+        fields = dict(fields)
+        positions = fields.pop("frames").long()
+        t = torch.arange(self.length, device=positions.device).expand(len(positions), -1)
+        held = torch.searchsorted(positions, t.contiguous(), right=True).sub(1).clamp_min(0)
+        fields["X"] = _take_frames(fields["X"], held)
+        return fields
+
+
+def _take_frames(X: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``X[i, :, idx[i]]`` for every sample ``i``: frames along axis 2."""
+    shape = (len(X), 1, idx.shape[1]) + (1,) * (X.dim() - 3)
+    index = idx.to(X.device).reshape(shape).expand(*X.shape[:2], idx.shape[1], *X.shape[3:])
+    return torch.gather(X, 2, index)

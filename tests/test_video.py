@@ -12,20 +12,34 @@ from clestim.datasets import (
     load_moving_digits,
     load_ucf101,
 )
-from clestim.methods import DER, ER, DERpp
+from clestim.memory import MemoryBuffer
+from clestim.methods import AGEM, ASER, CLOPS, DER, ER, FDR, GEM, GSS, HAL, DERpp, Herding
 from clestim.nets import BACKBONES, ClipAugment
 from clestim.streams import ClassIncremental
-from clestim.video import FlowFrameSelector, frame_motion, paper_params, windowed_predict_proba
+from clestim.video import (
+    FlowFrameSelector,
+    IDDStore,
+    frame_motion,
+    paper_params,
+    windowed_predict_proba,
+)
 
 SMALL = {"channels": (8, 16), "stem_channels": (8, 8), "clip_length": 4, "crop_size": 14,
          "flip": True}
 
 
+#: The fixture's motions: task 1 zoom in / zoom out, task 2 shake / still. (At 16x16
+#: and 8 frames 'down' and 'up' move 0.6 pixel a frame, which the tiny network does
+#: not tell apart in 4 epochs: a test on them only measured the second task.)
+CLIP_MOTIONS = ("zoom_in", "zoom_out", "shake", "still")
+CLIP_CLASSES = [MOTIONS.index(m) for m in CLIP_MOTIONS]
+
+
 @pytest.fixture(scope="module")
 def clips(shared_data):
-    """Four motions (down, up, zoom in, zoom out) of real digits: 8 frames of 16x16."""
+    """Four motions of real digits (``CLIP_MOTIONS``): 8 frames of 16x16."""
     d = load_moving_digits(30, 10, n_frames=8, size=16, random_state=0, data_home=shared_data)
-    tr, te = d.y_train < 4, d.y_test < 4
+    tr, te = np.isin(d.y_train, CLIP_CLASSES), np.isin(d.y_test, CLIP_CLASSES)
     return d.X_train[tr], d.y_train[tr], d.X_test[te], d.y_test[te]
 
 
@@ -33,7 +47,7 @@ def _video_est(cls, **kw):
     return cls(memory_size=24, backbone="r2plus1d_small", backbone_params=SMALL, max_epochs=4,
                batch_size=8, replay_batch_size=8, patience=None, validation_fraction=0.0,
                lr=3e-3, random_state=0,
-               stream=ClassIncremental(classes_per_task=2, shuffle=False), **kw)
+               stream=ClassIncremental(classes_per_task=2, class_order=CLIP_CLASSES), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -74,12 +88,24 @@ def test_clip_augment_crops_flips_and_is_seeded():
         ClipAugment(clip_length=8)(x)
 
 
-@pytest.mark.parametrize("cls", [ER, DER, DERpp])
-def test_rehearsal_learns_clips_above_chance(clips, fitted_er, cls):
+#: What a method needs on top of ``_video_est`` (HAL's 100 anchor steps take 5 s here).
+FAMILY_PARAMS = {HAL: {"anchor_steps": 10}}
+
+
+@pytest.mark.parametrize(
+    "cls", [ER, DER, DERpp, Herding, ASER, CLOPS, GSS, HAL, FDR, GEM, AGEM],
+    ids=lambda c: c.__name__,
+)
+def test_rehearsal_family_learns_clips_above_chance(clips, fitted_er, cls):
     X, y, X_test, y_test = clips
-    est = fitted_er if cls is ER else _video_est(cls).fit(X, y)
+    est = fitted_er if cls is ER else _video_est(cls, **FAMILY_PARAMS.get(cls, {})).fit(X, y)
     assert est.input_shape_ == (1, 8, 16, 16)
-    assert est.score(X_test, y_test) > 0.4  # chance: 0.25
+    # chance, and a constant predictor, score 0.25 on the four balanced classes; a
+    # method that forgets the first task entirely (A-GEM in class-IL) still gets 0.5
+    assert est.score(X_test, y_test) > 0.4
+    first = np.isin(y_test, CLIP_CLASSES[:2])  # task 1: zoom in, zoom out
+    # the first task is still told apart within its classes (a constant: 0.5)
+    assert np.mean(est.predict(X_test[first], task=0) == y_test[first]) > 0.75
     assert est.transform(X_test[:3]).shape == (3, 16)
 
 
@@ -149,6 +175,83 @@ def test_idd_diff_on_series_and_errors():
         FlowFrameSelector(2).fit(X).transform(X)
 
 
+@pytest.mark.parametrize("method", ["farneback", "diff"])
+def test_idd_store_keeps_the_frames_of_largest_motion_and_replays_them_held(method):
+    forward = torch.as_tensor(_moving_blob([0, 3, 0, 0, 2, 0, 1, 0]))  # 9 frames
+    X = torch.cat([forward, forward.flip(2)])  # motion after frames 1, 4, 6 / 1, 3, 6
+    buffer = MemoryBuffer(2, store=IDDStore(3, method, length=9))
+    buffer.add(X=X, y=torch.tensor([0, 1]))
+    assert buffer.fields["frames"].tolist() == [[1, 4, 6], [1, 3, 6]]
+    assert buffer.fields["frames"].dtype == torch.uint8
+    assert torch.equal(buffer.fields["X"], torch.stack([X[0][:, [1, 4, 6]], X[1][:, [1, 3, 6]]]))
+    # read back: each kept frame held until the next kept one (the first also before it)
+    held = [[1, 1, 1, 1, 4, 4, 6, 6, 6], [1, 1, 1, 3, 3, 3, 6, 6, 6]]
+    expected = torch.stack([X[0][:, held[0]], X[1][:, held[1]]])
+    assert torch.equal(buffer["X"], expected)
+    batch = buffer.take(torch.tensor([1, 0]))
+    assert sorted(batch) == ["X", "y"] and torch.equal(batch["X"], expected[[1, 0]])
+    assert torch.equal(buffer.sample(5, torch.Generator().manual_seed(0))["X"].sum(0),
+                       expected.sum(0))
+    buffer.replace(torch.tensor([0]), {"X": X[1:], "y": torch.tensor([1])})  # encoded too
+    assert buffer.fields["frames"].tolist() == [[1, 3, 6], [1, 3, 6]]
+    assert torch.equal(buffer["X"], expected[[1, 1]])
+
+
+def test_idd_store_on_series_and_bytes_per_clip(clips):
+    series = torch.tensor([[[0.0, 0, 5, 5, 1, 1], [0, 0, 5, 5, 1, 1]]])  # jumps after 1 and 3
+    buffer = MemoryBuffer(1, store=IDDStore(2, "diff", length=6))
+    buffer.add(X=series, y=torch.tensor([0]))
+    assert buffer.fields["frames"].tolist() == [[1, 3]]
+    assert buffer["X"].tolist() == [[[0, 0, 0, 5, 5, 5]] * 2]
+    X, y = torch.as_tensor(clips[0][:6]), torch.as_tensor(clips[1][:6])
+    whole, idd = MemoryBuffer(6), MemoryBuffer(6, store=IDDStore(2, "diff", length=8))
+    whole.add(X=X, y=y)
+    idd.add(X=X, y=y)
+    # a clip: 8 float32 frames of 16x16 and an int64 label; with IDD 2 of its frames
+    # and their 2 uint8 positions
+    assert whole.nbytes == 6 * (8 * 256 * 4 + 8)
+    assert idd.nbytes == 6 * (2 * 256 * 4 + 2 + 8)
+    assert IDDStore(2, "diff", length=8).sample_nbytes((1, 8, 16, 16)) == 2 * 256 * 4 + 2
+    assert idd["X"].shape == whole["X"].shape
+
+
+def test_rehearsal_with_idd_memory_learns_clips(clips):
+    from sklearn.base import clone
+
+    X, y, X_test, y_test = clips
+    est = _video_est(ER, memory_frames=2).fit(X, y)  # optical flow (the default)
+    assert est.memory_.fields["X"].shape == (24, 1, 2, 16, 16)
+    assert est.memory_["X"].shape == (24, 1, 8, 16, 16)
+    assert est.memory_nbytes_ == 24 * (2 * 256 * 4 + 2 + 8)  # a quarter of the frames
+    assert est.score(X_test, y_test) > 0.4  # chance: 0.25
+    loaded = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(loaded.predict(X_test), est.predict(X_test))
+    assert torch.equal(loaded.memory_["X"], est.memory_["X"])
+    assert clone(est).get_params()["memory_frames"] == 2
+
+
+def test_idd_memory_errors_leave_the_estimator_unchanged(fitted_er):
+    import copy
+
+    X = np.zeros((4, 1, 8, 16, 16), np.float32)
+    y = np.array([0, 1, 0, 1])
+    series = np.zeros((4, 2, 6), np.float32)
+    with pytest.raises(ValueError, match="more frames than the input has"):
+        ER(memory_frames=9).partial_fit_task(X, y)
+    with pytest.raises(ValueError, match="memory_motion='diff'"):
+        ER(memory_frames=2).partial_fit_task(series, y)
+    with pytest.raises(ValueError, match="downsamples clips"):
+        ER(memory_frames=2, memory_motion="diff").partial_fit_task(np.zeros((4, 5)), y)
+    for bad in ({"memory_frames": 0}, {"memory_frames": True}, {"memory_motion": "flow"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ER(**bad).partial_fit_task(X, y)
+    est = copy.deepcopy(fitted_er).set_params(memory_frames=2)  # its memory holds whole clips
+    before = est.memory_nbytes_
+    with pytest.raises(ValueError, match="cannot change once samples are stored"):
+        est.partial_fit_task(X, y)
+    assert est.memory_nbytes_ == before and est.n_tasks_seen_ == fitted_er.n_tasks_seen_
+
+
 def test_moving_digits_are_real_digits_moving_deterministically(shared_data):
     a = load_moving_digits(2, 1, n_frames=6, size=16, random_state=3, data_home=shared_data)
     b = load_moving_digits(2, 1, n_frames=6, size=16, random_state=3, data_home=shared_data)
@@ -201,7 +304,8 @@ def test_idd_in_a_continual_pipeline(clips):
     X, y, X_test, y_test = clips
     est = _video_est(ER).set_params(max_epochs=1)
     pipe = make_continual_pipeline(FlowFrameSelector(4, method="diff"), est)
-    pipe.partial_fit_task(X[y < 2], y[y < 2]).partial_fit_task(X[y >= 2], y[y >= 2])
+    first = np.isin(y, CLIP_CLASSES[:2])
+    pipe.partial_fit_task(X[first], y[first]).partial_fit_task(X[~first], y[~first])
     assert pipe.steps[-1][1].input_shape_ == (1, 4, 16, 16)  # 8 frames -> the 4 that move most
     assert pipe.predict(X_test).shape == y_test.shape
 

@@ -2,8 +2,11 @@
 
 The storage (:class:`MemoryBuffer`) knows nothing about which samples deserve a
 slot or which ones to replay: an *update policy* decides what enters and what
-leaves, a *retrieval policy* decides what a training step replays. Every random
-choice draws from the ``torch.Generator`` passed in, so a run is reproducible.
+leaves, a *retrieval policy* decides what a training step replays, and an
+optional *store policy* decides how a sample is kept (for example IDD,
+:class:`clestim.video.IDDStore`, which keeps only some frames of a clip). Every
+random choice draws from the ``torch.Generator`` passed in, so a run is
+reproducible.
 """
 
 from __future__ import annotations
@@ -28,19 +31,33 @@ class MemoryBuffer:
         The dtype the inputs ``'X'`` are stored in (for example ``torch.bfloat16``
         under mixed precision, half the bytes); they are read back as float32.
         None: as offered.
+    store : store policy, optional
+        Object with ``encode(fields)``, applied to samples as they are stored
+        (``append``, ``replace``), ``decode(fields)``, applied to what is read
+        (``buffer[name]``, ``take``, ``sample``), and ``decoded_fields``, the names
+        of the offered fields that ``decode`` rebuilds. Reads give the offered
+        fields back, so update and retrieval policies work unchanged. None: samples
+        are stored as offered.
 
     Attributes
     ----------
     fields : dict of str to Tensor
-        ``'X'`` and ``'y'`` (encoded labels) always; methods add their own (for
-        example ``'logits'``, ``'task'``, ``'group'``).
+        What is stored: ``'X'`` and ``'y'`` (encoded labels) always; methods add
+        their own (for example ``'logits'``, ``'task'``, ``'group'``), a store
+        policy may add more (IDD: ``'frames'``).
     n_seen : int
         Number of samples offered to the buffer so far.
     """
 
-    def __init__(self, capacity: int, update=None, retrieval=None, input_dtype=None):
+    #: The store policy (None: samples stored as offered; a class attribute, so a
+    #: buffer pickled before store policies existed reads as one without).
+    store_policy = None
+
+    def __init__(self, capacity: int, update=None, retrieval=None, input_dtype=None,
+                 store=None):
         self.capacity = int(capacity)
         self.input_dtype = input_dtype
+        self.store_policy = store
         self.update_policy = update if update is not None else Reservoir()
         self.retrieval_policy = retrieval if retrieval is not None else RandomRetrieval()
         self.fields: dict[str, torch.Tensor] = {}
@@ -50,6 +67,9 @@ class MemoryBuffer:
         return len(self.fields["y"]) if self.fields else 0
 
     def __getitem__(self, name: str) -> torch.Tensor:
+        store = self.store_policy
+        if store is not None and name in store.decoded_fields:
+            return _read(name, store.decode(self.fields)[name])
         return _read(name, self.fields[name])
 
     @property
@@ -79,13 +99,24 @@ class MemoryBuffer:
     def take(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """The fields at slot indices ``idx``."""
         idx = idx.to(self.fields["y"].device)
-        return {k: _read(k, v[idx]) for k, v in self.fields.items()}
+        fields = {k: v[idx] for k, v in self.fields.items()}
+        if self.store_policy is not None:
+            fields = self.store_policy.decode(fields)
+        return {k: _read(k, v) for k, v in fields.items()}
 
     # --- storage primitives used by the policies -------------------------------
-    def append(self, fields: dict[str, torch.Tensor]) -> None:
+    def _encode(self, fields: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Offered samples as they are stored: through the store policy, inputs in
+        ``input_dtype``."""
+        if self.store_policy is not None:
+            fields = self.store_policy.encode(fields)
         dtype = getattr(self, "input_dtype", None)
         if dtype is not None and "X" in fields:
             fields = {**fields, "X": fields["X"].to(dtype)}
+        return fields
+
+    def append(self, fields: dict[str, torch.Tensor]) -> None:
+        fields = self._encode(fields)
         if not self.fields:
             self.fields = {k: v.detach().clone() for k, v in fields.items()}
         else:
@@ -93,6 +124,7 @@ class MemoryBuffer:
             self.fields = {k: torch.cat([v, fields[k].detach()]) for k, v in self.fields.items()}
 
     def replace(self, slots: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
+        fields = self._encode(fields)
         self._check_names(fields)
         slots = slots.to(self.fields["y"].device)
         for k, v in self.fields.items():

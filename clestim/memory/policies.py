@@ -75,7 +75,7 @@ class ClassBalancedSelection(ABC):
         for c in classes.tolist():
             pool = torch.nonzero(y == c).flatten()
             if c in offered:
-                pool = pool[self.rank(_fields_at(buffer.fields, pool), generator).cpu()]
+                pool = pool[self.rank(buffer.take(pool), generator).cpu()]
             else:
                 pool = pool[pool < n_stored]
             slots.append(pool[:m])

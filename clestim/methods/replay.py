@@ -25,6 +25,7 @@ from ..memory.policies import ClassBalancedSelection
 
 MEMORY_UPDATES = ("after_task", "per_batch")
 MEMORY_GATES = (None, "confidence")
+MEMORY_MOTIONS = ("farneback", "diff")
 
 
 class ER(ContinualClassifier):
@@ -96,6 +97,16 @@ class ER(ContinualClassifier):
         optimizer step of the batch (``'per_batch'``).
     confidence_threshold : float, default=0.7
         CDR's ``delta``, in [0, 1).
+    memory_frames : int, optional
+        Information-driven downsampling of the memory (IDD, Villa et al. 2022,
+        Sect. 4.2; :class:`~clestim.video.IDDStore`): a clip ``(C, T, H, W)`` or a
+        series ``(C, T)`` entering the buffer keeps only its ``memory_frames``
+        frames (time steps) of largest motion, in time order, plus their positions,
+        so ``memory_nbytes_`` shrinks; replay rebuilds it at ``T`` frames by holding
+        each kept frame until the next one. None: samples are stored whole.
+    memory_motion : {'farneback', 'diff'}, default='farneback'
+        IDD's motion score (:func:`~clestim.video.frame_motion`): the optical-flow
+        norm (clips only) or the frame-difference norm (clips and series).
     batch_size : int, default=32
         New samples per step.
     patience : int, default=20
@@ -126,6 +137,8 @@ class ER(ContinualClassifier):
         kd_temperature=2.0,
         memory_gate=None,
         confidence_threshold=0.7,
+        memory_frames=None,
+        memory_motion="farneback",
         batch_size=32,
         patience=20,
         **params,
@@ -142,6 +155,8 @@ class ER(ContinualClassifier):
         self.kd_temperature = kd_temperature
         self.memory_gate = memory_gate
         self.confidence_threshold = confidence_threshold
+        self.memory_frames = memory_frames
+        self.memory_motion = memory_motion
 
     def _check_params(self):
         super()._check_params()
@@ -168,6 +183,15 @@ class ER(ContinualClassifier):
             )
         if self.retrieval not in self.RETRIEVALS:
             raise ValueError(f"retrieval must be one of {self.RETRIEVALS}, got {self.retrieval!r}")
+        frames = self.memory_frames
+        if frames is not None and (
+            isinstance(frames, bool) or not isinstance(frames, numbers.Integral) or frames < 1
+        ):
+            raise ValueError(f"memory_frames must be None or a positive int, got {frames!r}")
+        if self.memory_motion not in MEMORY_MOTIONS:
+            raise ValueError(
+                f"memory_motion must be one of {MEMORY_MOTIONS}, got {self.memory_motion!r}"
+            )
         subjects = self.memory_subjects
         if subjects is not None and isinstance(subjects, numbers.Integral):
             if isinstance(subjects, bool) or subjects < 1:
@@ -190,6 +214,36 @@ class ER(ContinualClassifier):
             known = set(getattr(self, "_class_index_state", {}))
             n_classes = len(known | set(np.unique(np.asarray(y)).tolist()))
             check_class_quota(memory_capacity(self.memory_size, n_seen), n_classes)
+        self._check_memory_frames(X)
+
+    def _check_memory_frames(self, X) -> None:
+        """``memory_frames`` fits the input and the samples already in memory."""
+        frames, name = self.memory_frames, type(self).__name__
+        if frames is not None:
+            if X.ndim not in (3, 5):
+                raise ValueError(
+                    f"{name}(memory_frames={frames}) downsamples clips (n, C, T, H, W) or "
+                    f"series (n, C, T) along T, got input of shape {X.shape}"
+                )
+            if frames > X.shape[2]:
+                raise ValueError(
+                    f"{name}(memory_frames={frames}) keeps more frames than the input has "
+                    f"({X.shape[2]}); use at most {X.shape[2]} or None"
+                )
+            if self.memory_motion == "farneback" and X.ndim != 5:
+                raise ValueError(
+                    f"{name}(memory_motion='farneback') measures optical flow on clips "
+                    f"(n, C, T, H, W), got input of shape {X.shape}; use memory_motion='diff'"
+                )
+        memory = getattr(self, "memory_", None)
+        if memory is not None and len(memory):
+            stored = memory.fields["X"].shape[2] if "frames" in memory.fields else None
+            if stored != frames:
+                raise ValueError(
+                    f"memory_frames={frames} but the memory already stores samples with "
+                    f"memory_frames={stored}; it cannot change once samples are stored "
+                    "(fit starts over)"
+                )
 
     def _uses_groups(self) -> bool:
         return self.memory_subjects is not None or self.retrieval == "subject_balanced"
@@ -239,19 +293,31 @@ class ER(ContinualClassifier):
                 self.memory_subjects_ = self._draw_subjects(groups)
             self.memory_ = MemoryBuffer(0)
         self.memory_.update_policy, self.memory_.retrieval_policy = self._memory_policies()
+        self.memory_.store_policy = self._store_policy(X)
         self.memory_.input_dtype = _precision.storage_dtype(self.precision, self.device)
         self.memory_.capacity = memory_capacity(
             self.memory_size, self.n_train_seen_, self._slot_nbytes(X)
         )
         self.teacher_ = self._frozen_copy() if self.kd and self.n_tasks_seen_ else None
 
+    def _store_policy(self, X):
+        """How the buffer keeps a sample: IDD with ``memory_frames``, else whole."""
+        if self.memory_frames is None:
+            return None
+        from ..video import IDDStore
+
+        return IDDStore(self.memory_frames, self.memory_motion, length=X.shape[2])
+
     def _slot_nbytes(self, X) -> int:
         """Bytes of one memory slot, for a budget in bytes: measured on the memory
         (everything it keeps, over its samples) or, while it is empty, one input in
-        float32 and its label."""
+        float32 (``memory_frames`` of its frames and their positions with IDD) and
+        its label."""
         if len(self.memory_):
             return -(-self.memory_nbytes_ // len(self.memory_))
-        return 4 * int(np.prod(X.shape[1:])) + 8
+        if self.memory_frames is None:
+            return 4 * int(np.prod(X.shape[1:])) + 8
+        return self._store_policy(X).sample_nbytes(X.shape[1:]) + 8
 
     def _draw_subjects(self, groups) -> np.ndarray:
         if not isinstance(self.memory_subjects, numbers.Integral):
