@@ -189,8 +189,9 @@ class RandomRetrieval:
         return torch.randperm(len(buffer), generator=generator)[:n]
 
 
-_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
-          "GIB": 2**30}
+_UNIT_NAMES = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20,
+               "GiB": 2**30}
+_UNITS = {u.upper(): v for u, v in _UNIT_NAMES.items()}  # units are case-insensitive
 
 
 def parse_nbytes(text: str) -> int:
@@ -202,7 +203,7 @@ def parse_nbytes(text: str) -> int:
     if not match or unit not in _UNITS or float(match.group(1)) <= 0:
         raise ValueError(
             f"memory_size {text!r} is not a positive size in bytes such as '50MB' "
-            f"(units: {', '.join(u if u == 'B' else u[0] + u[1:].lower() for u in _UNITS)})"
+            f"(units: {', '.join(_UNIT_NAMES)})"
         )
     return int(float(match.group(1)) * _UNITS[unit])
 
