@@ -60,7 +60,8 @@ def _flat(grads):
      ("2.5KiB", 2560)],
 )
 def test_parse_nbytes_values(text, expected):
-    assert parse_nbytes(text) == expected
+    got = parse_nbytes(text)
+    assert got == expected and type(got) is int
 
 
 @pytest.mark.parametrize("text", ["0MB", "0.0KB", "50", "MB", "50 parsecs", "-1MB", "1e3MB",
@@ -161,14 +162,18 @@ def test_er_kd_weight_zero_and_first_task_are_plain_er():
 
 # -------------------------------------------------- ER: subjects and scores
 def test_er_draw_subjects():
-    groups = np.array([5, 3, 5, 9, 3, 7])
-    est = ER(memory_subjects=2)
+    many = np.repeat(np.arange(40, 10, -2), 2)  # 15 subjects, each twice
+    est = ER(memory_subjects=5)
     est._generator = torch.Generator().manual_seed(11)
     g = torch.Generator().manual_seed(11)
-    got = est._draw_subjects(groups)
+    got = est._draw_subjects(many)
     seed = int(torch.randint(2**31 - 1, (1,), generator=g))
-    pick = np.sort(np.random.RandomState(seed).choice(4, 2, replace=False))
-    np.testing.assert_array_equal(got, np.array([5, 3, 9, 7])[pick])  # first-appearance order
+    pick = np.sort(np.random.RandomState(seed).choice(15, 5, replace=False))
+    np.testing.assert_array_equal(got, np.arange(40, 10, -2)[pick])  # first-appearance order
+    assert len(set(got.tolist())) == 5 and list(got) == sorted(got, reverse=True)
+    groups = np.array([5, 3, 5, 9, 3, 7])
+    est.memory_subjects = 2
+    got = est._draw_subjects(groups)
     assert got.dtype == groups.dtype and len(set(got.tolist())) == 2
     # every subject can be drawn, and each draw is a sorted pick
     draws = set()
@@ -406,13 +411,30 @@ def test_gss_per_sample_grads_equal_a_loop_of_autograd(vmap, monkeypatch):
     torch.testing.assert_close(got, expected, atol=5e-5, rtol=1e-4)
 
 
+def test_gss_per_sample_grads_use_one_vmapped_pass(monkeypatch):
+    calls = []
+    grad = torch.func.grad
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return grad(*args, **kwargs)
+
+    monkeypatch.setattr(torch.func, "grad", counted)
+    X, y = _batch(5)
+    _per_sample_grads(_tiny_net(), F.cross_entropy, X, y % 2)
+    assert len(calls) == 1  # not the per-sample fallback
+
+
 def test_gss_sample_grads_in_chunks_and_eval_mode(monkeypatch):
+    """Scored in eval mode: on a BatchNorm network, with its running statistics."""
     monkeypatch.setattr(gss_module, "_GRAD_CHUNK", 3)
     est = GSS(**TINY)
-    est.module_ = _tiny_net()
+    est.module_ = copy.deepcopy(_er_kd("batch").module_)
+    assert est._batch_coupled()
     X, y = _batch(7)
-    y = y % 2
-    expected = _loop_grads(est.module_, X, y)
+    training_mode = _loop_grads(est.module_.train(), X, y)  # moves the running statistics
+    expected = _loop_grads(est.module_.eval(), X, y)
+    assert not torch.allclose(training_mode, expected, atol=1e-3)
     for training in (True, False):
         est.module_.train(training)
         got = est._sample_grads(X, y)
@@ -524,17 +546,37 @@ def test_fdr_function_distance_step(clip):
     assert all(torch.equal(v, est.module_.state_dict()[k]) for k, v in before.items())
 
 
+def test_fdr_per_batch_memory_update_still_runs():
+    est, _ = _fdr_after(2)
+    est.set_params(memory_update="per_batch")
+    est._optimizer = torch.optim.SGD(est.module_.parameters(), lr=0.0)
+    est._batch_index, est._train_groups = torch.arange(8), None
+    X, y = _batch()
+    n_seen = est.memory_.n_seen
+    est._after_batch(X, y, 0)
+    assert est.memory_.n_seen == n_seen + 8
+    est._after_batch(X, y, 1)  # later epochs offer nothing
+    assert est.memory_.n_seen == n_seen + 8
+
+
 # -------------------------------------------------------------------- HAL
-def _hal():
-    return _fitted("hal", lambda: HAL(memory_size=6, replay_batch_size=6, anchor_steps=2,
-                                      hal_lambda=0.4, hal_lr=0.2, **TINY))
+def _hal(n_tasks=2):
+    """HAL after one and two tasks (one fit, cached)."""
+    if "hal2" not in _CACHE:
+        est = HAL(memory_size=6, replay_batch_size=6, anchor_steps=2, hal_lambda=0.4,
+                  hal_lr=0.2, **TINY)
+        for t, (X, y) in enumerate(_tasks()):
+            est.partial_fit_task(X, y)
+            _CACHE[f"hal{t + 1}"] = copy.deepcopy(est)
+    est = copy.deepcopy(_CACHE[f"hal{n_tasks}"])
+    est._generator = torch.Generator().manual_seed(7)
+    return est
 
 
 def test_hal_anchors_one_per_class_of_each_task():
     est = _hal()
     assert est.anchors_.shape == (4, 3, 16) and est.anchors_.dtype == torch.float32
-    first = _fitted("hal1", lambda: HAL(memory_size=6, replay_batch_size=6, anchor_steps=2,
-                                        hal_lambda=0.4, hal_lr=0.2, **TINY), n_tasks=1)
+    first = _hal(n_tasks=1)
     assert first.anchors_.shape == (2, 3, 16)
     assert torch.equal(first.anchors_, est.anchors_[:2])  # old anchors are kept
     X, y = _tasks()[1]
@@ -558,7 +600,7 @@ def test_hal_training_loss_adds_the_look_ahead_drift_on_the_anchors():
     drift = _mse(target, net(est.anchors_))
     assert float(drift.detach()) > 1e-6
     expected = er + 0.4 * drift
-    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
     for a, b in zip(got_grads, torch.autograd.grad(expected, params)):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
     est.anchors_ = est.anchors_[:0]  # no anchors yet: ER's loss
