@@ -650,12 +650,16 @@ def test_hal_anchor_is_sgd_from_uniform_noise():
 
 
 def test_hal_finetuned_copy_takes_sgd_steps_on_the_memory():
-    est = _hal().set_params(finetuning_steps=2, hal_lr=0.3, batch_size=6)
+    est = _hal().set_params(finetuning_steps=2, hal_lr=0.3, batch_size=4)
     before = copy.deepcopy(est.module_)
+    state = est._generator.get_state()
     net = est._finetuned_copy()
     ref = copy.deepcopy(before)
-    for _ in range(2):  # batch_size >= memory size: each batch is the whole memory
-        loss = _ce(ref(est.memory_["X"]), est.memory_["y"])
+    gen = torch.Generator()
+    gen.set_state(state)
+    for _ in range(2):  # random memory batches of batch_size
+        idx = torch.randperm(6, generator=gen)[:4]
+        loss = _ce(ref(est.memory_["X"][idx]), est.memory_["y"][idx])
         grads = torch.autograd.grad(loss, list(ref.parameters()))
         with torch.no_grad():
             for p, g in zip(ref.parameters(), grads):
