@@ -153,7 +153,7 @@ def test_er_kd_weight_zero_and_first_task_are_plain_er():
     first = _fitted("er_kd_1", lambda: ER(kd="features", kd_weight=5.0, memory_size=6,
                                           replay_batch_size=6, **TINY), n_tasks=1)
     assert first.teacher_ is None
-    X, y = X, y % 2
+    y = y % 2
     with torch.no_grad():
         expected = _ce(first.module_(X), y) + _ce(first.module_(first.memory_["X"]),
                                                   first.memory_["y"])
