@@ -21,18 +21,20 @@ if [ ${#targets[@]} -eq 0 ]; then
   targets=("clestim.memory*" "clestim.losses*" "clestim.methods*")
 fi
 nice -n "${MUTMUT_NICE:-15}" mutmut run --max-children "${MUTMUT_JOBS:-1}" "${targets[@]}"
-# killed / total per target
-mutmut results --all true 2>/dev/null | python - "${targets[@]}" <<'PY'
-import collections, fnmatch, sys
+# killed / total per target, from mutmut's per-file results (mutants/**/*.meta:
+# exit code 1 killed, 0 survived, 33 no test reaches the mutant, -24/36/152 timeout,
+# null not run yet)
+python - <<'PY'
+import collections, glob, json
+names = {1: "killed", 0: "survived", 33: "no tests", -24: "timeout", 36: "timeout",
+         152: "timeout", None: "not run"}
 counts = collections.defaultdict(collections.Counter)
-for line in sys.stdin:
-    name, _, status = line.strip().rpartition(": ")
-    if not name:
-        continue
-    target = next((t for t in sys.argv[1:] if fnmatch.fnmatch(name, t)), None)
-    if target:
-        counts[target][status] += 1
-for target, c in counts.items():
+for meta in glob.glob("mutants/clestim/**/*.meta", recursive=True):
+    path = meta[len("mutants/"):-len(".meta")]
+    target = "clestim/methods/" if "/methods/" in path else path
+    for code in json.load(open(meta))["exit_code_by_key"].values():
+        counts[target][names.get(code, f"exit {code}")] += 1
+for target, c in sorted(counts.items()):
     total = sum(c.values())
     print(f"{target}: killed {c['killed']} / {total} ({100 * c['killed'] / total:.0f}%); "
           + ", ".join(f"{k} {v}" for k, v in sorted(c.items()) if k != "killed"))
