@@ -730,3 +730,60 @@ def test_offline_trains_on_the_union_of_everything_seen():
     train, _ = est._task_data(a, va)
     np.testing.assert_array_equal(train[1], [0, 1, 2, 0, 1])
     np.testing.assert_array_equal(train[2], [7, 8, 9, 7, 8])
+
+
+# ------------------------------------------------------------------- DT2W state
+def test_dt2w_first_task_prototypes_and_radius():
+    from clestim import DT2W
+
+    est = _fit(DT2W(**TINY), n_tasks=1)
+    X, y = _tasks()[0]
+    est.module_.eval()
+    with torch.no_grad():
+        f = est.module_.features(torch.from_numpy(X)).double()
+    expected = torch.stack([f[torch.from_numpy(y == c)].mean(0) for c in (0, 1)])
+    np.testing.assert_allclose(est.prototypes_.double().numpy(), expected.numpy(),
+                               rtol=1e-5, atol=1e-6)
+    # radius: sqrt(mean over classes of the trace of the class covariance / dimension)
+    traces = []
+    for c in (0, 1):
+        fc = f[torch.from_numpy(y == c)]
+        centred = fc - fc.mean(0)
+        traces.append(float((centred**2).sum() / (len(fc) - 1)))
+    assert est.radius_ == pytest.approx(np.sqrt(np.mean(traces) / f.shape[1]), rel=1e-6)
+    radius = est.radius_
+    est.partial_fit_task(*_tasks()[1])
+    assert est.radius_ == radius  # fixed after the first task
+    assert est.prototypes_.shape == (4, f.shape[1])
+
+
+# ------------------------------------------------------------ IDD's parameters
+@pytest.mark.parametrize(
+    "shape, params, match",
+    [((6, 3, 16), {"memory_frames": 4}, r"memory_motion='farneback'\) measures optical flow"),
+     ((6, 3, 16), {"memory_frames": 17, "memory_motion": "diff"},
+      r"keeps more frames than the input has \(16\); use at most 16 or None"),
+     ((6, 48), {"memory_frames": 4, "memory_motion": "diff"},
+      r"downsamples clips \(n, C, T, H, W\) or series \(n, C, T\) along T, got input of shape")],
+)
+def test_memory_frames_errors(shape, params, match):
+    X = np.zeros(shape, dtype=np.float32)
+    est = ER(**{**TINY, "backbone": "mlp" if len(shape) == 2 else "cnn"}, **params)
+    with pytest.raises(ValueError, match=match):
+        est._check_memory_frames(X)
+
+
+def test_memory_frames_cannot_change_once_stored():
+    X = _tasks()[0][0]
+    est = _fit(ER(**TINY, memory_size=6, memory_frames=8, memory_motion="diff"), n_tasks=1)
+    assert est.memory_.fields["X"].shape[2] == 8 and "frames" in est.memory_.fields
+    est._check_memory_frames(X)  # unchanged: fine
+    with pytest.raises(ValueError, match=r"memory_frames=4 but the memory already stores "
+                                         r"samples with memory_frames=8"):
+        est.set_params(memory_frames=4)._check_memory_frames(X)
+    with pytest.raises(ValueError, match=r"memory_frames=None but the memory already stores"):
+        est.set_params(memory_frames=None)._check_memory_frames(X)
+    plain = _fit(ER(**TINY, memory_size=6), n_tasks=1)
+    with pytest.raises(ValueError, match=r"memory_frames=8 but the memory already stores "
+                                         r"samples with memory_frames=None"):
+        plain.set_params(memory_frames=8, memory_motion="diff")._check_memory_frames(X)
