@@ -787,3 +787,35 @@ def test_memory_frames_cannot_change_once_stored():
     with pytest.raises(ValueError, match=r"memory_frames=8 but the memory already stores "
                                          r"samples with memory_frames=None"):
         plain.set_params(memory_frames=8, memory_motion="diff")._check_memory_frames(X)
+
+
+# ------------------------------------------------------- the ensembles' parameters
+@pytest.mark.parametrize(
+    "params, message",
+    [({"theta": 0}, "theta must be a positive number, got 0"),
+     ({"theta": -0.1}, "theta must be a positive number, got -0.1"),
+     ({"theta": float("nan")}, "theta must be a positive number, got nan"),
+     ({"theta": True}, "theta must be a positive number, got True"),
+     ({"theta": "0.1"}, "theta must be a positive number, got '0.1'"),
+     ({"theta_ae": 0.0}, "theta_ae must be a positive number, got 0.0"),
+     ({"latent": 0}, "latent must be a positive integer, got 0"),
+     ({"latent": 2.0}, "latent must be a positive integer, got 2.0"),
+     ({"n_generated": -1}, "n_generated must be a non-negative integer, got -1"),
+     ({"n_generated": 1.5}, "n_generated must be a non-negative integer, got 1.5"),
+     ({"epsilon": 0}, "epsilon must be a positive number, got 0"),
+     ({"backbone": "cnn"}, "ENSGENDEL's units are MLPs: backbone must be 'mlp', got 'cnn'"),
+     ({"classifier": "softmax"},
+      "ENSGENDEL's units are sigmoid units: classifier must be 'bce', got 'softmax'")],
+)
+def test_ensemble_parameters_are_checked(params, message):
+    from clestim import ENSGENDEL
+
+    with pytest.raises(ValueError) as error:
+        ENSGENDEL(**params)._check_params()
+    assert str(error.value) == message
+
+
+def test_ensemble_parameter_edges_are_accepted():
+    from clestim import ENSGENDEL
+
+    ENSGENDEL(theta=1e-9, theta_ae=1e-9, latent=1, n_generated=0, epsilon=1e-9)._check_params()
