@@ -11,6 +11,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from helpers import ProcessCache
 from torch import nn
 from torch.nn import functional as F
 
@@ -228,7 +229,7 @@ def test_ewc_online_and_mas_moving_averages_pad_old_rows():
 
 
 # ----------------------------------------------------------------------- DT2W
-_DT2W = {}
+_DT2W = ProcessCache()  # refitted in each mutmut child process
 
 
 def _fitted_dt2w():

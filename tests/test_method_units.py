@@ -13,6 +13,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from helpers import ProcessCache
 from test_method_losses import TINY, _as_during_second_task, _batch, _ce, _fit, _kd, _tasks
 from torch.func import functional_call
 from torch.nn import functional as F
@@ -28,7 +29,7 @@ from clestim.methods.gss import _per_sample_grads
 from clestim.methods.offline import Offline, _union
 from clestim.methods.regularization import _looped_grads, _vmapped_grads
 
-_CACHE = {}
+_CACHE = ProcessCache()  # refitted in each mutmut child process
 
 
 def _fitted(key, make, n_tasks=2):
