@@ -603,7 +603,8 @@ def _lock(results: Path, name: str):
 
 
 def _is_temporary(path: Path) -> bool:
-    """A temporary file of :func:`write_json_atomic`: '.NAME.XXXXXXXX.tmp'."""
+    """Whether ``path`` is a temporary file of :func:`write_json_atomic`, named
+    '.<target name>.<random suffix>.tmp'."""
     return path.name.startswith(".") and path.name.endswith(".tmp") and path.name.count(".") >= 3
 
 
