@@ -101,6 +101,16 @@ def test_every_unit_trains_and_grows_per_label(mnist):
     a, c = est._encode(["a", "c"])
     assert trained[a]["n_positive"] == 0 and trained[a]["n_negative"] == (y == 2).sum()
     assert trained[c]["n_positive"] == (y == 2).sum() and trained[c]["n_negative"] == 0
+    # the authors' code trains only the labels present: unit a keeps its T1 weights
+    present = ENS(max_epochs=3, train_units="present", **TINY)
+    present.partial_fit_task(X[y != 2], np.where(y[y != 2] == 0, "a", "b"))
+    unit_a = {k: v.clone() for k, v in present.module_.units[a].state_dict().items()}
+    present.partial_fit_task(X[y == 2], np.full((y == 2).sum(), "c"))
+    assert [h["unit"] for h in present.history_[1]] == [c]
+    for k, v in present.module_.units[a].state_dict().items():
+        torch.testing.assert_close(v, unit_a[k])
+    with pytest.raises(ValueError, match="train_units must be 'all' or 'present'"):
+        clone(present).set_params(train_units="absent").partial_fit_task(X, y)
 
 
 # ---------------------------------------------------------- pinned rules

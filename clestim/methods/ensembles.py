@@ -60,9 +60,10 @@ class ENS(ContinualClassifier):
       for MNIST: we read ``M`` as the cap on training epochs per unit and task, and
       it is ``max_epochs``. (The paper's prose also calls ``M`` the number of latent
       draws of ``generate``; that number is ENSGEN's ``n_generated``.)
-    - **Which units train**: all units, also those whose label is absent from the
-      task (they get only negatives). This is what makes ENS forget in ADD, as the
-      paper reports. The code trains only the labels present.
+    - **Which units train** (``train_units``): by default all units, also those
+      whose label is absent from the task (they get only negatives). This is what
+      makes ENS forget in ADD, as the paper reports. The authors' code trains only
+      the labels present in the task (``train_units='present'``).
     - **A task with a single label** is rejected while the ensemble would know only
       that label: the unit would have no negatives. Declare the label space with
       ``classes=`` on the first task (as the paper's binary ``F: X -> {L1, L2}``).
@@ -73,6 +74,10 @@ class ENS(ContinualClassifier):
         Hidden layers of each unit (the paper: 784-500-250-125-1).
     theta : float, default=0.1
         Acceptance threshold of a unit's mean BCE (the paper's ``theta`` for ENS).
+    train_units : {'all', 'present'}, default='all'
+        Which units train in a task: every unit with samples (positives or
+        negatives), or only the units of the labels present in the task (the
+        authors' code).
     max_epochs : int, default=1000
         The update cap ``M``: epochs per unit and task.
     lr : float, default=1e-4
@@ -100,6 +105,7 @@ class ENS(ContinualClassifier):
         *,
         hidden=(500, 250, 125),
         theta=0.1,
+        train_units="all",
         backbone="mlp",
         norm=None,
         input_norm=None,
@@ -119,6 +125,7 @@ class ENS(ContinualClassifier):
         )
         self.hidden = hidden
         self.theta = theta
+        self.train_units = train_units
 
     # ---------------------------------------------------------------- checks
     def _check_params(self):
@@ -130,6 +137,8 @@ class ENS(ContinualClassifier):
             raise ValueError(f"{type(self).__name__}'s units are sigmoid units: classifier must "
                              f"be 'bce', got {self.classifier!r}")
         _check_positive("theta", self.theta)
+        if self.train_units not in ("all", "present"):
+            raise ValueError(f"train_units must be 'all' or 'present', got {self.train_units!r}")
 
     def partial_fit_task(self, X, y, groups=None, classes=None):
         """Learn one task; see :meth:`ContinualClassifier.partial_fit_task`.
@@ -244,11 +253,15 @@ class ENS(ContinualClassifier):
                 "epochs": epochs, "accepted": self._accepted(losses), **losses}
 
     def _train(self, train: tuple, valid: tuple, description: str) -> list:
-        """Train every unit with positives or negatives in this task (Algorithm 1)."""
+        """Train every unit with positives or negatives in this task (Algorithm 1);
+        with ``train_units='present'`` only the units of the task's labels."""
         X = self._tensor(train[0]).flatten(1)
         y = self._tensor(train[1], torch.long)
+        labels = range(self.module_.n_classes)
+        if self.train_units == "present":
+            labels = torch.unique(y).tolist()
         history = []
-        for label in range(self.module_.n_classes):
+        for label in labels:
             positives, negatives = self._unit_sets(label, X, y)
             if len(positives) or len(negatives):
                 history.append(self._fit_unit(label, positives, negatives, description))
