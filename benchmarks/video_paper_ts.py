@@ -20,6 +20,9 @@ Usage::
     python benchmarks/video_paper_ts.py table1 --dataset dsa --n-tasks 5
     python benchmarks/video_paper_ts.py table2 --dataset uci_har --n-tasks 3
     python benchmarks/video_paper_ts.py summary
+    # a subset of the methods, elsewhere (e.g. with more epochs)
+    python benchmarks/video_paper_ts.py table1 --dataset dsa --n-tasks 5 --methods DER,ER \
+        --max-epochs 20 --problems 4 --out benchmarks/results/video_paper_ts/epochs20
 """
 
 from __future__ import annotations
@@ -161,10 +164,19 @@ def main(argv=None):
     parser.add_argument("--test-per-class", type=int, default=30)
     parser.add_argument("--data-home", default=os.environ.get("CLESTIM_SHARED_DATA", DEFAULT_DATA))
     parser.add_argument("--out", default=DEFAULT_OUT)
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated subset of the table's methods (default: all)")
     args = parser.parse_args(argv)
     if args.table == "summary":
         return summary(args)
-    run(args, table1() if args.table == "table1" else table2())
+    cells = table1() if args.table == "table1" else table2()
+    if args.methods:
+        chosen = args.methods.split(",")
+        unknown = set(chosen) - {method for _, method, _ in cells}
+        if unknown:
+            parser.error(f"--methods: {sorted(unknown)} not in {args.table}")
+        cells = [cell for cell in cells if cell[1] in chosen]
+    run(args, cells)
 
 
 if __name__ == "__main__":
