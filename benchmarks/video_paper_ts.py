@@ -140,17 +140,29 @@ def write_table(out, header, rows) -> None:
     print(text)
 
 
+def paired_gain(group, baseline) -> str:
+    """Mean C-IL gain (points) of a CDR cell over the same problems without the gate."""
+    base = {r["problem"]: r["C-IL"] for r in baseline or []}
+    gains = [100 * (r["C-IL"] - base[r["problem"]]) for r in group if r["problem"] in base]
+    if not gains or group is baseline:
+        return ""
+    return f"{np.mean(gains):+.1f}"
+
+
 def summary(args):
     groups = {}
     for r in load_cells(args.out):
         groups.setdefault((r["table"], r["dataset"], r["label"]), []).append(r)
     order = {label: i for i, (label, _, _) in enumerate(table1() + table2())}
-    rows = [(table, dataset, label, buffer_label(group), len(group), mean_std(group, "C-IL"),
-             mean_std(group, "T-IL"))
-            for (table, dataset, label), group in sorted(
-                groups.items(), key=lambda kv: (kv[0][:2], order[kv[0][2]]))]
-    write_table(args.out, ["table", "dataset", "method", "buffer", "problems", "C-IL", "T-IL"],
-                rows)
+    rows = []
+    for (table, dataset, label), group in sorted(
+            groups.items(), key=lambda kv: (kv[0][:2], order[kv[0][2]])):
+        ungated = groups.get((table, dataset, label.rsplit(" ", 1)[0] + " delta=-"))
+        rows.append((table, dataset, label, buffer_label(group), len(group),
+                     mean_std(group, "C-IL"), mean_std(group, "T-IL"),
+                     paired_gain(group, ungated) if table == "table2" else ""))
+    write_table(args.out, ["table", "dataset", "method", "buffer", "problems", "C-IL", "T-IL",
+                           "C-IL gain of CDR (paired)"], rows)
 
 
 def main(argv=None):
