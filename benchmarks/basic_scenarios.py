@@ -9,8 +9,9 @@ only the units of each task's labels, as the authors' code does.
 
 Every cell (method, scenario, assignment, seed) is a JSON file written atomically
 under ``<results>/cells/``; a cell already there is skipped, so a killed run
-resumes. The file name carries a hash of the protocol (sizes and epoch caps):
-changing them starts new cells.
+resumes. The file name carries a hash of the protocol (sizes, epoch caps, latent
+draws). A folder holds one protocol: the script stops rather than mix two in one
+table, so give another protocol its own ``--results`` folder.
 
     python benchmarks/basic_scenarios.py --seeds 0 1 2            # run (resumes)
     python benchmarks/basic_scenarios.py --report-only            # tables + figure
@@ -160,10 +161,24 @@ def figure(cells: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def check_one_protocol(cells: pd.DataFrame, folder: Path, proto: dict | None = None) -> None:
+    """Stop when ``folder`` holds cells of several protocols (or of another than
+    ``proto``): its tables would average them."""
+    protocols = set() if not len(cells) else set(
+        cells["protocol"].map(lambda p: json.dumps(p, sort_keys=True)))
+    if proto is not None:
+        protocols.add(json.dumps(proto, sort_keys=True))
+    if len(protocols) > 1:
+        raise SystemExit(f"{folder} would hold cells of {len(protocols)} protocols "
+                         f"({'; '.join(sorted(protocols))}): its tables would average them. "
+                         "Keep one protocol per --results folder.")
+
+
 def report(folder: Path) -> str:
     cells = load_cells(folder)
     if not len(cells):
         return "no cells yet"
+    check_one_protocol(cells, folder)
     t3, t4 = tables(cells)
     text = ["## Table 3: overall accuracy (mean ± std over seeds, (n seeds))", "",
             t3.to_markdown(index=False), "",
@@ -200,8 +215,9 @@ def main(argv=None):
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     if not args.report_only:
-        data = load_mnist(args.data_home)
         proto = protocol(args)
+        check_one_protocol(load_cells(args.results), args.results, proto)
+        data = load_mnist(args.data_home)
         for seed in args.seeds:
             for assignment in args.assignments:
                 for scenario in args.scenarios:
