@@ -164,10 +164,8 @@ def figure(cells: pd.DataFrame, path: Path) -> None:
 def check_one_protocol(cells: pd.DataFrame, folder: Path, proto: dict | None = None) -> None:
     """Stop when ``folder`` holds cells of several protocols (or of another than
     ``proto``): its tables would average them."""
-    protocols = set() if not len(cells) else set(
-        cells["protocol"].map(lambda p: json.dumps(p, sort_keys=True)))
-    if proto is not None:
-        protocols.add(json.dumps(proto, sort_keys=True))
+    found = list(cells["protocol"]) if len(cells) else []
+    protocols = {json.dumps(p, sort_keys=True) for p in found + ([proto] if proto else [])}
     if len(protocols) > 1:
         raise SystemExit(f"{folder} would hold cells of {len(protocols)} protocols "
                          f"({'; '.join(sorted(protocols))}): its tables would average them. "

@@ -49,6 +49,11 @@ def table1():
     return [(m, m, {"memory_size": 200} if m not in ("LwF", "EWC") else {}) for m in TABLE1]
 
 
+def table2_label(method, size, delta=None) -> str:
+    """The label of a Table 2 cell; ``delta=None`` is the cell without the CDR gate."""
+    return f"{method} {size} delta={delta or '-'}"
+
+
 def table2():
     cells = []
     for method in ("DERpp", "DER"):
@@ -56,8 +61,8 @@ def table2():
             for delta in (None, 0.6, 0.7, 0.8):
                 gate = {} if delta is None else {"memory_gate": "confidence",
                                                  "confidence_threshold": delta}
-                label = f"{method} {size} delta={delta or '-'}"
-                cells.append((label, method, {"memory_size": size, **gate}))
+                cells.append((table2_label(method, size, delta), method,
+                              {"memory_size": size, **gate}))
     return cells
 
 
@@ -140,13 +145,11 @@ def write_table(out, header, rows) -> None:
     print(text)
 
 
-def paired_gain(group, baseline) -> str:
+def paired_gain(group, ungated) -> str:
     """Mean C-IL gain (points) of a CDR cell over the same problems without the gate."""
-    base = {r["problem"]: r["C-IL"] for r in baseline or []}
+    base = {r["problem"]: r["C-IL"] for r in ungated}
     gains = [100 * (r["C-IL"] - base[r["problem"]]) for r in group if r["problem"] in base]
-    if not gains or group is baseline:
-        return ""
-    return f"{np.mean(gains):+.1f}"
+    return f"{np.mean(gains):+.1f}" if gains else ""
 
 
 def summary(args):
@@ -157,10 +160,13 @@ def summary(args):
     rows = []
     for (table, dataset, label), group in sorted(
             groups.items(), key=lambda kv: (kv[0][:2], order[kv[0][2]])):
-        ungated = groups.get((table, dataset, label.rsplit(" ", 1)[0] + " delta=-"))
+        params = group[0]["params"]
+        gain = ""
+        if "memory_gate" in params:
+            ungated = table2_label(group[0]["method"], params["memory_size"])
+            gain = paired_gain(group, groups.get((table, dataset, ungated), []))
         rows.append((table, dataset, label, buffer_label(group), len(group),
-                     mean_std(group, "C-IL"), mean_std(group, "T-IL"),
-                     paired_gain(group, ungated) if table == "table2" else ""))
+                     mean_std(group, "C-IL"), mean_std(group, "T-IL"), gain))
     write_table(args.out, ["table", "dataset", "method", "buffer", "problems", "C-IL", "T-IL",
                            "C-IL gain of CDR (paired)"], rows)
 
