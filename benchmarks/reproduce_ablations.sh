@@ -13,10 +13,13 @@ runs=${1:-1}
 methods=${2:-ER,DER,Herding,ASER}   # the paper's Figure 3
 data=${CLESTIM_SHARED_DATA:-../shared/data}
 
+# These results were recorded before issue #20 moved the TSCIL protocol to the step15
+# schedule and UCI-HAR's 10% hold-out; their cells keep the old protocol.
+old="--lr-schedule none --holdout 0"
 subjects=benchmarks/results/tscil_subjects
 for variant in "" "ER.memory_subjects=2" "ER.memory_subjects=4" "ER.retrieval=subject_balanced"; do
   clestim bench --datasets dsa --data-home "$data" --methods ER --norm batch --runs "$runs" \
-    ${variant:+--set "$variant"} --results "$subjects" --no-progress
+    ${variant:+--set "$variant"} --results "$subjects" --no-progress $old
 done
 clestim report "$subjects"
 
@@ -25,12 +28,12 @@ budget=benchmarks/results/memory_budget
 mkdir -p "$budget/cells"
 for m in ${methods//,/ }; do
   for ((r = 0; r < runs; r++)); do
-    cp -n benchmarks/results/tscil_layer/cells/{dsa,uci_har}__"$m"__norm-layer__*__run$r.json \
+    cp -n benchmarks/results/tscil_v0/layer/cells/{dsa,uci_har}__"$m"__norm-layer__*__run$r.json \
       "$budget/cells/" 2>/dev/null || true
   done
 done
 clestim bench --datasets dsa,uci_har --data-home "$data" --methods "$methods" --norm layer \
-  --runs "$runs" --results "$budget" --no-progress
+  --runs "$runs" --results "$budget" --no-progress $old
 clestim bench --datasets dsa,uci_har --data-home "$data" --methods "$methods" --norm layer \
-  --memory-size 1%,10%,20%,100% --runs "$runs" --results "$budget" --no-progress
+  --memory-size 1%,10%,20%,100% --runs "$runs" --results "$budget" --no-progress $old
 clestim report "$budget"

@@ -41,12 +41,12 @@ SETTINGS = ("norm", "input_norm", "memory_size", "classifier", "backbone")
 CONFIG_KEYS = {
     "datasets", "methods", "runs", "seed", "settings", "params", "grid", "tune",
     "max_epochs", "classes_per_task", "data_home", "device", "threads", "precision", "problems",
-    "n_tasks",
+    "n_tasks", "lr_schedule", "holdout",
 }
 #: Protocol facts added to the cell key after the first results were written, with
 #: the value those results used. A cell whose value equals it keeps its old key (so
 #: existing folders resume), and a record without the fact is read with it.
-PROTOCOL_DEFAULTS = {"threads": 1, "precision": "fp32"}
+PROTOCOL_DEFAULTS = {"threads": 1, "precision": "fp32", "lr_schedule": None, "holdout": 0.0}
 #: Facts recorded in every cell but not in its key, with the value assumed for
 #: records written before they were recorded (None: unknown, taken to be the value
 #: of the other cells of the row); the report keeps different values apart too.
@@ -127,6 +127,16 @@ class BenchmarkConfig:
         run ``e`` learns problem ``e`` (``runs`` is ignored), every method the same.
     n_tasks : int, optional
         Tasks per problem (default: the whole pool).
+    lr_schedule : {'step15', 'step10', 'onecycle', None}, default='step15'
+        Every estimator's ``lr_schedule`` unless ``params`` or a tuned grid sets it:
+        TSCIL's untuned runs use ``'step15'`` (its ``main_config.py``); None keeps
+        the rate constant (the cells written before this option).
+    holdout : float or 'tscil', default='tscil'
+        Fraction of the training set held out at the dataset level before any task
+        is cut (unstratified, ``random_state=0``, the same for every run): cells
+        train on the rest, and ``tune`` scores streams of fewer than 5 tasks on the
+        hold-out. ``'tscil'`` is TSCIL's choice per dataset (0.1 for UCI-HAR and
+        UWave, 0 elsewhere: :data:`clestim.reference_results.TSCIL_HOLDOUT`).
     """
 
     datasets: list = field(default_factory=lambda: ["basic_motions"])
@@ -145,6 +155,8 @@ class BenchmarkConfig:
     precision: str = "fp32"
     problems: int | None = None
     n_tasks: int | None = None
+    lr_schedule: str | None = "step15"
+    holdout: float | str = "tscil"
 
     @classmethod
     def from_dict(cls, values: dict) -> BenchmarkConfig:
@@ -195,6 +207,14 @@ class BenchmarkConfig:
         for name in ("runs", "max_epochs", "classes_per_task"):
             value = getattr(self, name)
             check(_positive_int(value), f"{name} must be a positive integer, got {value!r}")
+        from ._training import LR_SCHEDULES
+
+        check(self.lr_schedule in LR_SCHEDULES,
+              f"lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        check(self.holdout == "tscil" or (isinstance(self.holdout, (int, float))
+                                          and not isinstance(self.holdout, bool)
+                                          and 0 <= self.holdout < 1),
+              f"holdout must be 'tscil' or a fraction in [0, 1), got {self.holdout!r}")
         check(isinstance(self.seed, int) and not isinstance(self.seed, bool),
               f"seed must be an integer, got {self.seed!r}")
         check(self.threads == "auto" or _positive_int(self.threads),
@@ -264,6 +284,19 @@ class BenchmarkConfig:
 
         return replace(self, threads=max(1, (os.cpu_count() or 1) // max(1, n_jobs)))
 
+    def holdout_for(self, dataset: str) -> float:
+        """The fraction of ``dataset``'s training set held out (:attr:`holdout`)."""
+        from .reference_results import TSCIL_HOLDOUT
+
+        if self.holdout == "tscil":
+            return TSCIL_HOLDOUT.get(_dataset_name(dataset), 0.0)
+        return float(self.holdout)
+
+    def protocol_fact(self, name: str, dataset: str):
+        """The value of protocol fact ``name`` (:data:`PROTOCOL_DEFAULTS`) for a cell
+        on ``dataset``."""
+        return self.holdout_for(dataset) if name == "holdout" else getattr(self, name)
+
     def grid_for(self, method: str) -> dict:
         """The grid ``--tune`` searches for ``method``: the configured one, else TSCIL's,
         without the parameters fixed in ``params``."""
@@ -296,8 +329,9 @@ class BenchmarkConfig:
             if self.problems is not None:
                 protocol += (("problems", self.problems), ("n_tasks", self.n_tasks))
             # later protocol facts enter the key only where they differ from the old value
-            protocol += tuple((k, getattr(self, k)) for k, v in PROTOCOL_DEFAULTS.items()
-                              if getattr(self, k) != v)
+            protocol += tuple((k, self.protocol_fact(k, dataset))
+                              for k, v in PROTOCOL_DEFAULTS.items()
+                              if self.protocol_fact(k, dataset) != v)
             cell = Cell(_dataset_name(dataset), method, run, settings, protocol)
             cells[cell.key] = cell
         return list(cells.values())
@@ -343,6 +377,27 @@ def _load(dataset: str, data_home):
     return load_dataset(dataset, **({"data_home": data_home} if takes_home else {}))
 
 
+def cell_data(cell: Cell, config: BenchmarkConfig):
+    """The data of a cell: its dataset with the dataset-level hold-out
+    (:meth:`BenchmarkConfig.holdout_for`) taken out of ``X_train``, ``y_train`` and
+    ``subject_train`` and kept as ``X_holdout``, ``y_holdout`` (None without one).
+    The split is TSCIL's: unstratified, ``random_state=0``, the same in every run."""
+    from sklearn.model_selection import train_test_split
+    from sklearn.utils import Bunch
+
+    data = Bunch(**_load(cell.dataset, config.data_home), X_holdout=None, y_holdout=None)
+    fraction = config.holdout_for(cell.dataset)
+    if fraction:
+        train, hold = train_test_split(np.arange(len(data.y_train)), test_size=fraction,
+                                       random_state=0)
+        train, hold = np.sort(train), np.sort(hold)
+        data.X_holdout, data.y_holdout = data.X_train[hold], data.y_train[hold]
+        data.X_train, data.y_train = data.X_train[train], data.y_train[train]
+        if data.get("subject_train") is not None:
+            data.subject_train = data.subject_train[train]
+    return data
+
+
 def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stream_samples=None,
                    n_stream_classes=None):
     """The estimator of a cell, with TSCIL's per-dataset defaults.
@@ -365,6 +420,7 @@ def make_estimator(cell: Cell, config: BenchmarkConfig, verbose: int = 0, n_stre
         # ('auto') never change a benchmark cell.
         "backbone": "cnn",
         "input_norm": "layer",
+        "lr_schedule": config.lr_schedule,
     }
     if "memory_size" in accepted:
         params["memory_size"] = "tscil"
@@ -429,7 +485,7 @@ def _cell_problems(cell: Cell, config: BenchmarkConfig) -> list[str]:
     from .memory.buffer import memory_capacity
     from .memory.policies import ClassBalancedSelection
 
-    est, tasks = _cell_estimator(cell, config, _load(cell.dataset, config.data_home))[2:]
+    est, tasks = _cell_estimator(cell, config, cell_data(cell, config))[2:]
     label = f"{cell.method} on {cell.dataset} ({cell.setting_label})"
     try:
         est._check_params()
@@ -484,7 +540,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
     from ._precision import amp_dtype
     from .evaluation import evaluate_stream
 
-    data = _load(cell.dataset, config.data_home)
+    data = cell_data(cell, config)
     full_stream, stream, est, _ = _cell_estimator(cell, config, data, verbose)
     best_params = {}
     threads = torch.get_num_threads()
@@ -494,9 +550,11 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         if config.tune:
             from .model_selection import ContinualGridSearch
 
+            # with a dataset-level hold-out, candidates are scored on it (TSCIL)
+            holdout = None if data.X_holdout is None else (data.X_holdout, data.y_holdout)
             search = ContinualGridSearch(
                 est.set_params(stream=full_stream), config.grid_for(cell.method), refit=False
-            ).fit(data.X_train, data.y_train)
+            ).fit(data.X_train, data.y_train, validation_data=holdout)
             best_params = search.best_params_
             est.set_params(**best_params)
         # Subject ids reach the estimator (subject-aware replay); others ignore them.
@@ -516,7 +574,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         "settings": dict(cell.settings),
         "setting": cell.setting_label,
         "protocol": {**{k: _jsonable(v) for k, v in cell.protocol},
-                     **{k: getattr(config, k) for k in PROTOCOL_DEFAULTS}},
+                     **{k: config.protocol_fact(k, cell.dataset) for k in PROTOCOL_DEFAULTS}},
         "clestim": __version__,
         "data": _fingerprint(cell.dataset, config.data_home),
         "best_params": {k: _jsonable(v) for k, v in best_params.items()},

@@ -62,6 +62,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--problems", type=int,
                        help="fixed TaskPool protocol: this many problems drawn once (Villa 2022)")
     bench.add_argument("--n-tasks", type=int, help="tasks per fixed problem")
+    bench.add_argument("--lr-schedule", type=_value, metavar="{step15,step10,onecycle,none}",
+                       help="every estimator's LR schedule unless --set or --tune sets it "
+                       "(default step15, TSCIL's untuned runs)")
+    bench.add_argument("--holdout", type=_value, metavar="FRACTION",
+                       help="training set held out before tasks are cut, and --tune's "
+                       "validation set on short streams (default 'tscil': 0.1 on UCI-HAR "
+                       "and UWave, else 0)")
     bench.add_argument("--tune", action="store_true", default=None,
                        help="search each method's grid on the validation stream first")
     bench.add_argument("--set", action="append", default=[], metavar="METHOD.PARAM=VALUE",
@@ -100,7 +107,8 @@ def _config(args):
         with open(args.config, "rb") as f:
             values = tomllib.load(f)
     for key in ("datasets", "methods", "runs", "seed", "max_epochs", "tune", "data_home",
-                "device", "threads", "precision", "problems", "n_tasks"):
+                "device", "threads", "precision", "problems", "n_tasks", "lr_schedule",
+                "holdout"):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     settings = dict(values.get("settings", {}))

@@ -15,8 +15,9 @@ et al. 2024, Sect. 4.3):
 :func:`clestim.streams.validation_experiment_split`: streams with at least
 ``min_tasks`` tasks follow protocol 2, shorter ones protocol 1. Each candidate is
 trained on the validation stream with a stratified hold-out of the training data
-(``validation_size``) and scored there with a stream metric; the best is refitted
-on the experiment stream with all the training data.
+(``validation_size``), or on all of it when ``fit`` is given ``validation_data``
+(TSCIL's fixed dataset-level hold-out), and scored there with a stream metric; the
+best is refitted on the experiment stream with all the training data.
 
 For plain cross-validation over a whole stream, scikit-learn's ``GridSearchCV``
 with a :func:`~clestim.metrics.make_stream_scorer` scorer works as is.
@@ -58,6 +59,24 @@ def _evaluate_candidate(estimator, params, stream_param, stream, Xtr, ytr, gtr, 
     fit_time = time.perf_counter() - start
     A = snapshot_accuracy_matrix(est, Xva, yva, mode=mode)
     return compute_metrics(A), fit_time
+
+
+def _validation_data(validation_data):
+    """(X_val, y_val) from ``validation_data``, checked."""
+    try:
+        X_val, y_val = validation_data
+    except (TypeError, ValueError):
+        raise ValueError(
+            "validation_data must be a tuple (X_val, y_val); got "
+            f"{type(validation_data).__name__}"
+        ) from None
+    y_val = np.asarray(y_val)
+    if len(y_val) == 0 or len(y_val) != len(X_val):
+        raise ValueError(
+            f"validation_data needs as many labels as samples, at least one; got "
+            f"{len(X_val)} samples and {len(y_val)} labels"
+        )
+    return X_val, y_val
 
 
 class ContinualGridSearch(BaseEstimator):
@@ -148,7 +167,7 @@ class ContinualGridSearch(BaseEstimator):
         own = self.estimator.get_params(deep=True)[stream_param]
         return own if own is not None else default_stream()
 
-    def fit(self, X, y, groups=None):
+    def fit(self, X, y, groups=None, *, validation_data=None):
         """Tune on the validation stream, then refit the best on the experiment stream.
 
         Parameters
@@ -156,6 +175,10 @@ class ContinualGridSearch(BaseEstimator):
         X : array-like
         y : array-like of shape (n_samples,)
         groups : array-like of shape (n_samples,), default=None
+        validation_data : tuple (X_val, y_val), default=None
+            Samples to score the candidates on. Candidates then train on all of
+            ``X`` (``validation_size`` is not used); by default a stratified
+            ``validation_size`` of ``X`` is held out for scoring.
 
         Returns
         -------
@@ -163,7 +186,7 @@ class ContinualGridSearch(BaseEstimator):
         """
         if self.scoring not in METRICS:
             raise ValueError(f"scoring must be one of {sorted(METRICS)}; got {self.scoring!r}.")
-        if not 0 < self.validation_size < 1:
+        if validation_data is None and not 0 < self.validation_size < 1:
             raise ValueError(f"validation_size must lie in (0, 1); got {self.validation_size!r}.")
         y = np.asarray(y)
         stream_param = _stream_param(self.estimator)
@@ -171,12 +194,16 @@ class ContinualGridSearch(BaseEstimator):
         val_stream, exp_stream = validation_experiment_split(
             full, n_val_tasks=self.n_val_tasks, min_tasks=self.min_tasks
         )
-        idx = np.arange(len(y))
-        tr, va = train_test_split(
-            idx, test_size=self.validation_size, stratify=y, random_state=self.random_state
-        )
-        tr, va = np.sort(tr), np.sort(va)
         g = None if groups is None else np.asarray(groups)
+        if validation_data is None:
+            tr, va = train_test_split(np.arange(len(y)), test_size=self.validation_size,
+                                      stratify=y, random_state=self.random_state)
+            tr, va = np.sort(tr), np.sort(va)
+            X_fit, y_fit, g_fit = _safe_indexing(X, tr), y[tr], None if g is None else g[tr]
+            X_val, y_val = _safe_indexing(X, va), y[va]
+        else:
+            X_fit, y_fit, g_fit = X, y, g
+            X_val, y_val = _validation_data(validation_data)
         candidates = list(ParameterGrid(self.param_grid))
         out = Parallel(n_jobs=self.n_jobs)(
             delayed(_evaluate_candidate)(
@@ -184,11 +211,11 @@ class ContinualGridSearch(BaseEstimator):
                 params,
                 stream_param,
                 val_stream,
-                _safe_indexing(X, tr),
-                y[tr],
-                None if g is None else g[tr],
-                _safe_indexing(X, va),
-                y[va],
+                X_fit,
+                y_fit,
+                g_fit,
+                X_val,
+                y_val,
                 self.mode,
             )
             for params in candidates

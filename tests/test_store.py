@@ -116,19 +116,30 @@ def test_mixed_protocols_are_separate_rows_and_old_cells_keep_their_key(grid, tm
         "max_epochs=1, threads=2, data=0123456789ab": 1}
 
 
+OLD_PROTOCOL = {"lr_schedule": None, "holdout": 0}  # the cells written before issue #20
+
+
 def test_existing_keys_are_unchanged():
-    # keys of the checked-in TSCIL results (benchmarks/results/tscil_layer)
+    # keys of the archived one-run TSCIL results (benchmarks/results/tscil_v0/layer)
     config = BenchmarkConfig.from_dict({"datasets": ["uci_har"], "methods": ["ER", "LwF"],
-                                        "settings": {"norm": ["layer"]}})
+                                        "settings": {"norm": ["layer"]}, **OLD_PROTOCOL})
     assert [c.key for c in config.cells()] == ["uci_har__ER__norm-layer__c2f41328__run0",
                                                "uci_har__LwF__norm-layer__c2f41328__run0"]
     lwf = BenchmarkConfig.from_dict({"datasets": ["dsa"], "methods": ["LwF"],
                                      "settings": {"norm": ["layer"]},
-                                     "params": {"LwF": {"lambda_kd": 10000}}})
+                                     "params": {"LwF": {"lambda_kd": 10000}}, **OLD_PROTOCOL})
     assert lwf.cells()[0].key == "dsa__LwF__norm-layer__977fcee6__run0"
     two = BenchmarkConfig.from_dict({"datasets": ["uci_har"], "methods": ["ER"],
-                                     "settings": {"norm": ["layer"]}, "threads": 2})
+                                     "settings": {"norm": ["layer"]}, "threads": 2,
+                                     **OLD_PROTOCOL})
     assert two.cells()[0].key != config.cells()[0].key  # another thread count, another cell
+    # the five-run grid's protocol (TSCIL's step15 schedule; UCI-HAR's 10% hold-out)
+    new = BenchmarkConfig.from_dict({"datasets": ["uci_har", "dsa"], "methods": ["ER"],
+                                     "settings": {"norm": ["layer"]}})
+    assert [c.key for c in new.cells()] == ["uci_har__ER__norm-layer__892d2962__run0",
+                                            "dsa__ER__norm-layer__3704d44d__run0"]
+    assert dict(new.cells()[0].protocol)["holdout"] == 0.1
+    assert "holdout" not in dict(new.cells()[1].protocol)  # DSA: TSCIL holds nothing out
 
 
 def test_every_problem_of_the_grid_before_any_work(tmp_path, capsys):
