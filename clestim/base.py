@@ -66,6 +66,8 @@ ARCHITECTURE_PARAMS = (
 CLASSIFIERS = ("softmax", "bce", "cosine", "ncm")
 _OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 _EVAL_BATCH = 512
+#: Evaluation chunks of fewer rows are padded to this many (see :func:`_rows_invariant`).
+_MIN_EVAL_ROWS = 16
 #: What ``backbone='auto'`` builds for 2-D, 3-D and 5-D (clip) input.
 _AUTO_BACKBONES = {2: "mlp", 3: "cnn", 5: "r2plus1d_small"}
 #: Named backbones and the input dimensions they take.
@@ -783,7 +785,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         self.module_.eval()
         X = X.float()  # inputs a memory stored in bfloat16
         with self._autocast():
-            out = [fn(X[i : i + _EVAL_BATCH]).float() for i in range(0, len(X), _EVAL_BATCH)]
+            out = [_rows_invariant(fn, X[i : i + _EVAL_BATCH]).float()
+                   for i in range(0, len(X), _EVAL_BATCH)]
         self.module_.train(was_training)
         return torch.cat(out)
 
@@ -849,7 +852,8 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         out = []
         with self._autocast():
             for start in range(0, len(X), _EVAL_BATCH):
-                out.append(module_fn(self._tensor(X[start : start + _EVAL_BATCH])).float().cpu())
+                chunk = self._tensor(X[start : start + _EVAL_BATCH])
+                out.append(_rows_invariant(module_fn, chunk).float().cpu())
         return torch.cat(out).numpy()
 
     def _head_scores(self, X, task=None, after_task=None) -> np.ndarray:
@@ -939,6 +943,17 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
             module = self._module_after(after_task)
             module.eval()
             return self._apply(module.features, X)
+
+
+def _rows_invariant(fn, x: torch.Tensor) -> torch.Tensor:
+    """``fn(x)`` for an eval-mode network, computed so that each row's output does not
+    depend on how many rows come with it: CPU kernels for one or two rows (matrix-vector
+    paths) round differently from the batched ones, so a chunk of fewer than
+    :data:`_MIN_EVAL_ROWS` rows is padded with copies of its own rows first."""
+    n = len(x)
+    if 0 < n < _MIN_EVAL_ROWS:
+        return fn(x[torch.arange(_MIN_EVAL_ROWS, device=x.device) % n])[:n]
+    return fn(x)
 
 
 def _subset(idx, X, y, groups) -> tuple:
