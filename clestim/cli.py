@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--problems", type=int,
                        help="fixed TaskPool protocol: this many problems drawn once (Villa 2022)")
     bench.add_argument("--n-tasks", type=int, help="tasks per fixed problem")
-    bench.add_argument("--lr-schedule", type=_value, metavar="{step15,step10,onecycle,none}",
+    bench.add_argument("--lr-schedule", metavar="{step15,step10,onecycle,none}",
                        help="every estimator's LR schedule unless --set or --tune sets it "
                        "(default step15, TSCIL's untuned runs)")
     bench.add_argument("--holdout", type=_value, metavar="FRACTION",
@@ -107,10 +107,11 @@ def _config(args):
         with open(args.config, "rb") as f:
             values = tomllib.load(f)
     for key in ("datasets", "methods", "runs", "seed", "max_epochs", "tune", "data_home",
-                "device", "threads", "precision", "problems", "n_tasks", "lr_schedule",
-                "holdout"):
+                "device", "threads", "precision", "problems", "n_tasks", "holdout"):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
+    if args.lr_schedule is not None:  # 'none': a constant rate
+        values["lr_schedule"] = None if args.lr_schedule.lower() == "none" else args.lr_schedule
     settings = dict(values.get("settings", {}))
     for key in ("norm", "input_norm", "memory_size", "classifier", "backbone"):
         if getattr(args, key) is not None:

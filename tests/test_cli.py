@@ -340,3 +340,66 @@ def test_toml_config_flags_override_and_device(tmp_path, capsys):
     assert [r["method"] for r in records] == ["ER"]
     assert {r["run"] for r in records} == {0}
     assert "ER on basic_motions (memory_size=8)" in capsys.readouterr().out
+
+
+def test_tscil_protocol_holds_out_uci_har_and_schedules_step15(monkeypatch, tmp_path):
+    from sklearn.utils import Bunch
+
+    from clestim import benchmark
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 25)
+    data = Bunch(X_train=rng.normal(size=(100, 3, 16)).astype(np.float32) + y[:, None, None],
+                 y_train=y, subject_train=np.arange(100), X_test=rng.normal(
+                     size=(40, 3, 16)).astype(np.float32), y_test=np.repeat(np.arange(4), 10))
+    monkeypatch.setattr(benchmark, "_load", lambda name, home: data)
+    config = BenchmarkConfig.from_dict({"datasets": ["uci_har", "dsa"], "methods": ["ER"]})
+    har, dsa = config.cells()
+    assert (config.holdout_for("uci_har"), config.holdout_for("dsa")) == (0.1, 0.0)
+    split = benchmark.cell_data(har, config)  # TSCIL's x_val: 10%, unstratified, seed 0
+    assert (len(split.y_train), len(split.y_holdout)) == (90, 10)
+    kept = np.sort(np.concatenate([split.subject_train, np.setdiff1d(np.arange(100),
+                                                                     split.subject_train)]))
+    assert np.array_equal(kept, np.arange(100))  # subjects follow their windows
+    assert np.array_equal(split.X_train, data.X_train[split.subject_train])
+    assert np.array_equal(benchmark.cell_data(har, config).subject_train, split.subject_train)
+    assert benchmark.cell_data(dsa, config).X_holdout is None
+    assert len(data.y_train) == 100  # the loaded (cached) data is left whole
+    assert benchmark.make_estimator(har, config).lr_schedule == "step15"
+    flat = BenchmarkConfig.from_dict({"datasets": ["uci_har"], "methods": ["ER"],
+                                      "lr_schedule": None, "holdout": 0,
+                                      "params": {"ER": {"lr_schedule": "onecycle"}}})
+    assert benchmark.make_estimator(flat.cells()[0], flat).lr_schedule == "onecycle"
+    assert benchmark.cell_data(flat.cells()[0], flat).X_holdout is None
+    with pytest.raises(ValueError, match=r"lr_schedule must be one of .*, got 'step5'\n"
+                                         r"  - holdout must be 'tscil' or a fraction in "
+                                         r"\[0, 1\), got 1.0"):
+        BenchmarkConfig.from_dict({"datasets": ["dsa"], "holdout": 1.0, "lr_schedule": "step5"})
+
+    # --tune on a short stream scores the candidates on the hold-out, as TSCIL does
+    seen = {}
+    from clestim import model_selection
+
+    fit = model_selection.ContinualGridSearch.fit
+
+    def spy(self, X, y, groups=None, *, validation_data=None):
+        seen["n_fit"], seen["n_val"] = len(y), len(validation_data[1])
+        return fit(self, X, y, groups, validation_data=validation_data)
+
+    monkeypatch.setattr(model_selection.ContinualGridSearch, "fit", spy)
+    tuned = BenchmarkConfig.from_dict({"datasets": ["uci_har"], "methods": ["Naive"],
+                                       "tune": True, "max_epochs": 1,
+                                       "grid": {"Naive": {"lr": [1e-3, 1e-2]}}})
+    (record,) = run_benchmark(tuned, tmp_path, progress=False, log=lambda message: None)
+    assert seen == {"n_fit": 90, "n_val": 10}
+    assert record["protocol"]["holdout"] == 0.1 and record["protocol"]["lr_schedule"] == "step15"
+    assert record["best_params"]["lr"] in (1e-3, 1e-2)
+
+
+def test_bench_flags_set_schedule_and_holdout():
+    from clestim.cli import _config, _parser
+
+    args = _parser().parse_args(["bench", "--datasets", "uci_har", "--lr-schedule", "none",
+                                 "--holdout", "0.2"])
+    config = _config(args)
+    assert (config.lr_schedule, config.holdout_for("uci_har")) == (None, 0.2)

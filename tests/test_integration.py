@@ -281,3 +281,24 @@ def test_pipeline_fits_transformers_on_the_first_task_only(vowels):
         clone(pipe).transform(Xtr)
     with pytest.raises(TypeError, match="partial_fit_task"):
         ContinualPipeline([("a", pipe.steps[0][1]), ("b", pipe.steps[1][1])]).fit(Xtr, ytr)
+
+
+def test_continual_grid_search_scores_on_given_validation_data():
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    keep = y < 4
+    X, y = X[keep], y[keep]
+    X_fit, y_fit, X_val, y_val = X[:500], y[:500], X[500:], y[500:]
+    search = ContinualGridSearch(Naive(**SMALL_MLP, random_state=0), {"lr": [1e-3, 1e-2]},
+                                 stream=ClassIncremental(classes_per_task=2, random_state=0),
+                                 validation_size=0, refit=False)  # unused with validation_data
+    search.fit(X_fit, y_fit, validation_data=(X_val, y_val))
+    # each candidate trained on every sample of X_fit, scored on X_val: refit it by hand
+    best = Naive(**SMALL_MLP, random_state=0, lr=search.best_params_["lr"],
+                 stream=ClassIncremental(classes_per_task=2, random_state=0)).fit(X_fit, y_fit)
+    A = snapshot_accuracy_matrix(best, X_val, y_val)
+    assert search.best_score_ == pytest.approx(np.mean(A[-1]))
+    with pytest.raises(ValueError, match="validation_data must be a tuple"):
+        search.fit(X_fit, y_fit, validation_data=X_val)
+    with pytest.raises(ValueError, match="as many labels as samples, at least one; got 3"):
+        search.fit(X_fit, y_fit, validation_data=(X_val[:3], y_val[:2]))
