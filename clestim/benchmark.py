@@ -578,6 +578,9 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         "clestim": __version__,
         "data": _fingerprint(cell.dataset, config.data_home),
         "best_params": {k: _jsonable(v) for k, v in best_params.items()},
+        # every parameter the estimator ran with (after tuning), for the report
+        "estimator_params": {k: _jsonable(v) for k, v in est.get_params(deep=False).items()
+                             if k not in ("stream", "verbose")},
         "wall_s": time.perf_counter() - start,
         "torch_threads": used_threads,
         "precision": config.precision,

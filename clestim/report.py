@@ -170,6 +170,44 @@ def markdown_table(frame) -> str:
     return "\n".join(lines)
 
 
+#: Parameters that say nothing about a method's configuration (or vary by run by design).
+_UNREPORTED = {"random_state", "device"}
+
+
+def hyperparameters(records: list[dict]) -> str:
+    """What every column ran with, from the cells' ``estimator_params``: per dataset
+    and setting, the parameters shared by every column on one line, then each
+    column's own (``a|b`` where runs differed, as tuned ones do)."""
+    blocks = {}
+    for r in records:
+        blocks.setdefault((r["dataset"], r["setting"]), {}).setdefault(
+            method_label(r), []).append(r.get("estimator_params"))
+    lines = []
+    for (dataset, setting), columns in sorted(blocks.items()):
+        lines += [f"### Hyperparameters: {dataset} ({setting})", ""]
+        values = {}  # column -> name -> sorted distinct values over its runs
+        for column, runs in columns.items():
+            if any(p is None for p in runs):
+                lines.append(f"- {column}: not recorded "
+                             "(cells older than the record of estimator_params)")
+                continue
+            names = dict.fromkeys(k for p in runs for k in p if k not in _UNREPORTED)
+            values[column] = {k: sorted({repr(p.get(k)) for p in runs}) for k in names}
+        common = {}
+        if values:
+            first, *rest = values.values()
+            common = {k: v for k, v in first.items() if all(o.get(k) == v for o in rest)}
+        if common:
+            lines.append("- every column: " + ", ".join(
+                f"{k}={'|'.join(v)}" for k, v in sorted(common.items())))
+        for column, own in values.items():
+            text = ", ".join(f"{k}={'|'.join(v)}" for k, v in sorted(own.items())
+                             if k not in common)
+            lines.append(f"- {column}: {text or 'nothing else'}")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def write_report(results, out=None) -> list[Path]:
     """Write the tables and plots of ``results`` into ``out`` (default: ``results``)."""
     from .plotting import (
@@ -188,7 +226,7 @@ def write_report(results, out=None) -> list[Path]:
     written = [out / "table.md", out / "table.csv"]
     header = ("# clestim benchmark\n\nMean ± 95% CI (t distribution) over runs, in percent. "
               + LEGEND + "\n")
-    written[0].write_text(header + markdown_table(frame))
+    written[0].write_text(header + markdown_table(frame) + "\n" + hyperparameters(records))
     frame.to_csv(written[1], index=False)
     groups = {}
     for r in records:

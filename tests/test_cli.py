@@ -403,3 +403,30 @@ def test_bench_flags_set_schedule_and_holdout():
                                  "--holdout", "0.2"])
     config = _config(args)
     assert (config.lr_schedule, config.holdout_for("uci_har")) == (None, 0.2)
+
+
+def test_report_states_the_hyperparameters_each_column_ran_with(tmp_path):
+    from clestim.report import hyperparameters
+
+    def rec(key, method, run, **params):
+        shared = {"lr": 0.001, "lr_schedule": "step15", "random_state": 1234 + run}
+        return {**_record(key, method, 0.5), "run": run,
+                "estimator_params": {**shared, **params}}
+
+    records = [rec("a", "ER", 0, batch_size=32, memory_size=366),
+               rec("b", "ER", 1, batch_size=32, memory_size=366),
+               rec("c", "LwF", 0, batch_size=64, lambda_kd=1.0),
+               rec("d", "LwF", 1, batch_size=64, lambda_kd=100.0),
+               _record("e", "Naive", 0.4)]  # an old cell without the record
+    assert hyperparameters(records).splitlines() == [
+        "### Hyperparameters: dsa (default)", "",
+        "- Naive: not recorded (cells older than the record of estimator_params)",
+        "- every column: lr=0.001, lr_schedule='step15'",
+        "- ER: batch_size=32, memory_size=366",
+        "- LwF: batch_size=64, lambda_kd=1.0|100.0"]
+    config = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["Naive"],
+                                        "max_epochs": 1})
+    (record,) = run_benchmark(config, tmp_path, progress=False, log=lambda message: None)
+    assert record["estimator_params"]["lr_schedule"] == "step15"
+    assert record["estimator_params"]["max_epochs"] == 1
+    assert "stream" not in record["estimator_params"]
