@@ -168,7 +168,8 @@ def test_bench_precision_option_cell_keys_and_report_labels():
 
     def keys(*flags):
         args = _parser().parse_args(["bench", "--datasets", "uci_har", "--methods", "ER",
-                                     "--norm", "layer", *flags])
+                                     "--norm", "layer", "--lr-schedule", "none",
+                                     "--holdout", "0", *flags])  # the pre-#20 protocol
         return [c.key for c in _config(args).cells()]
 
     # fp32 cells keep the key they had before the option existed (computed then)
