@@ -40,7 +40,7 @@ for norm in layer batch; do
   done
   clestim report "benchmarks/results/tscil_$norm"
 done
-for n in $stages; do  # 15-36 candidates per run: about 1-15 CPU-hours a run
+for n in $stages; do  # 9-24 candidates per run: about 1-5 CPU-hours a run and method
   bench layer uci_har LwF,MAS,CLOPS,DT2W "$n" --tune
 done
 clestim report benchmarks/results/tscil_layer
