@@ -3,7 +3,9 @@
 A grid is expanded into *cells* (one dataset, method, setting and run). Each cell
 runs the TSCIL protocol (Qiao et al. 2024): the class order and seed of run ``r``
 are ``seed + r``; streams of more than 4 tasks keep the first 3 for tuning and
-report the rest (the experiment stream); with ``tune=True`` the method's grid is
+report the rest (the experiment stream); UCI-HAR and UWave train on 90% of their
+training set, the rest held out as TSCIL's ``x_val``; every method runs TSCIL's
+step15 LR schedule unless set or tuned; with ``tune=True`` the method's grid is
 searched on the validation stream and the best setting is refitted on the
 experiment stream; the estimator is evaluated after every task.
 
