@@ -331,9 +331,8 @@ class BenchmarkConfig:
             if self.problems is not None:
                 protocol += (("problems", self.problems), ("n_tasks", self.n_tasks))
             # later protocol facts enter the key only where they differ from the old value
-            protocol += tuple((k, self.protocol_fact(k, dataset))
-                              for k, v in PROTOCOL_DEFAULTS.items()
-                              if self.protocol_fact(k, dataset) != v)
+            facts = {k: self.protocol_fact(k, dataset) for k in PROTOCOL_DEFAULTS}
+            protocol += tuple((k, v) for k, v in facts.items() if v != PROTOCOL_DEFAULTS[k])
             cell = Cell(_dataset_name(dataset), method, run, settings, protocol)
             cells[cell.key] = cell
         return list(cells.values())
