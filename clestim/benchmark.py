@@ -561,7 +561,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         # Subject ids reach the estimator (subject-aware replay); others ignore them.
         result = evaluate_stream(
             est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
-            groups=data.subject_train,
+            groups=data.subject_train, clone_estimator=False,
         )
         used_threads = torch.get_num_threads()
     finally:
@@ -582,6 +582,8 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         # every parameter the estimator ran with (after tuning), for the report
         "estimator_params": {k: _jsonable(v) for k, v in est.get_params(deep=False).items()
                              if k not in ("stream", "verbose")},
+        # per task, the epochs training ran before early stopping ended it
+        **_epochs(est),
         "wall_s": time.perf_counter() - start,
         "torch_threads": used_threads,
         "precision": config.precision,
@@ -600,6 +602,17 @@ def _fingerprint(dataset: str, data_home) -> str:
     for name in ("X_train", "y_train", "X_test", "y_test"):
         digest.update(np.ascontiguousarray(data[name]).tobytes())
     return digest.hexdigest()[:12]
+
+
+def _epochs(est) -> dict:
+    """``{'epochs': [...]}`` (and ``'generator_epochs'`` for GR): per task, how many
+    epochs ran; empty for estimators whose history is not one row an epoch."""
+    out = {}
+    for key, attribute in (("epochs", "history_"), ("generator_epochs", "generator_history_")):
+        history = getattr(est, attribute, None)
+        if history and all("epoch" in row for task in history for row in task):
+            out[key] = [len(task) for task in history]
+    return out
 
 
 def _jsonable(v):

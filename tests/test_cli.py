@@ -430,3 +430,21 @@ def test_report_states_the_hyperparameters_each_column_ran_with(tmp_path):
     assert record["estimator_params"]["lr_schedule"] == "step15"
     assert record["estimator_params"]["max_epochs"] == 1
     assert "stream" not in record["estimator_params"]
+
+
+@pytest.mark.filterwarnings("ignore:GR. the network labels")
+def test_cells_record_the_epochs_early_stopping_ran(tmp_path):
+    """Per task, how many learner (and GR generator) epochs ran: how close the
+    epoch caps come to binding, measured in the benchmark's own cells."""
+    config = BenchmarkConfig.from_dict({
+        "datasets": ["basic_motions"], "methods": ["Naive", "GR"], "max_epochs": 3,
+        "params": {"GR": {"generator_epochs": 4, "generator_patience": 1}}})
+    records = run_benchmark(config, tmp_path, progress=False, log=lambda message: None)
+    by_method = {r["method"]: r for r in records}
+    n_tasks = len(by_method["Naive"]["task_classes"])
+    for record in records:
+        assert len(record["epochs"]) == n_tasks
+        assert all(1 <= e <= 3 for e in record["epochs"])
+    assert "generator_epochs" not in by_method["Naive"]
+    generator = by_method["GR"]["generator_epochs"]
+    assert len(generator) == n_tasks and all(2 <= e <= 4 for e in generator)

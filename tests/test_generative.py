@@ -177,3 +177,22 @@ def test_bad_parameters(params, match, uci_har_small):
     X, y = task(uci_har_small, range(4), n=15)
     with pytest.raises(ValueError, match=match):
         GR(**params).partial_fit_task(X, y)
+
+
+
+@pytest.mark.filterwarnings("ignore:GR. the network labels")
+def test_generator_history_records_each_epoch_until_early_stopping(uci_har_small):
+    X, y = task(uci_har_small, range(4), n=15)
+    est = GR(**{**TINY, "generator_epochs": 30}, generator_patience=2).fit(X, y)
+    assert len(est.generator_history_) == len(est.task_classes_) == 2
+    for history in est.generator_history_:
+        assert 3 <= len(history) < 30  # the small VAE stops early on 60 windows
+        assert [h["epoch"] for h in history] == list(range(1, len(history) + 1))
+        scores = [h["valid_mse"] for h in history]
+        # stopped because the last 2 epochs did not beat the best before them
+        assert min(scores[-2:]) >= min(scores[:-2])
+        assert all(h["dur"] >= 0 for h in history)
+    gaussian = {**TINY, "generator": _GaussianGenerator(*X.shape[1:]), "generator_epochs": 30}
+    unstopped = GR(**gaussian, generator_patience=None).fit(X, y)
+    assert [len(h) for h in unstopped.generator_history_] == [30, 30]
+    assert all(h["valid_mse"] is None for h in unstopped.generator_history_[0])

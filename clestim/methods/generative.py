@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -81,6 +82,10 @@ class GR(ContinualClassifier):
     ----------
     generator_ : nn.Module
         The generator after the last task.
+    generator_history_ : list of list of dict
+        Per task, the generator's epochs: ``epoch``, ``valid_mse`` (the early-stopping
+        score, None without a validation split) and ``dur`` (seconds); how soon
+        early stopping ends its training.
     replay_counts_ : ndarray of shape (n_classes,)
         How many of 512 generator samples the network labels as each class of
         ``classes_`` after the last task: the classes the next task would replay.
@@ -165,6 +170,7 @@ class GR(ContinualClassifier):
             self.generator_optimizer_ = torch.optim.Adam(
                 self.generator_.parameters(), lr=self.generator_lr
             )
+            self.generator_history_ = []
         first = self.n_tasks_seen_ == 0
         self.previous_ = None if first else (self._frozen_copy(), _frozen(self.generator_))
 
@@ -221,7 +227,10 @@ class GR(ContinualClassifier):
         rho = self.replay_ratio
         patience = self.generator_patience if len(X_valid) else None
         best, best_state, wait = math.inf, None, 0
-        for _ in range(self.generator_epochs):
+        history = []
+        self.generator_history_.append(history)
+        for epoch in range(1, self.generator_epochs + 1):
+            started = time.perf_counter()
             gen.train()
             order = torch.randperm(len(X), generator=self._generator).to(X.device)
             for start in range(0, len(X), self.batch_size):
@@ -232,9 +241,11 @@ class GR(ContinualClassifier):
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-            if patience is None:
+            score = None if patience is None else self._generator_score(X_valid)
+            history.append({"epoch": epoch, "valid_mse": score,
+                            "dur": time.perf_counter() - started})
+            if score is None:
                 continue
-            score = self._generator_score(X_valid)
             if score < best:
                 best, wait = score, 0
                 best_state = copy.deepcopy(gen.state_dict())
