@@ -299,14 +299,14 @@ class BenchmarkConfig:
         on ``dataset``."""
         return self.holdout_for(dataset) if name == "holdout" else getattr(self, name)
 
-    def grid_for(self, method: str) -> dict:
-        """The grid ``--tune`` searches for ``method``: the configured one, else TSCIL's,
-        without the parameters fixed in ``params``."""
+    def grid_for(self, method: str, dataset: str | None = None) -> dict:
+        """The grid ``--tune`` searches for ``method`` (on ``dataset``): the configured
+        one, else TSCIL's for that dataset, without the parameters fixed in ``params``."""
         from .reference_results import tscil_grid
 
         accepted = available_methods()[method]._get_param_names()
         fixed = self.params.get(method, {})
-        grid = self.grid.get(method) or tscil_grid(method)
+        grid = self.grid.get(method) or tscil_grid(method, dataset)
         return {k: list(v) for k, v in grid.items() if k in accepted and k not in fixed}
 
     def cells(self) -> list[Cell]:
@@ -324,7 +324,8 @@ class BenchmarkConfig:
             protocol = (
                 ("params", tuple(sorted(self.params.get(method, {}).items()))),
                 ("grid", tuple(sorted((k, tuple(v)) for k, v in
-                                      self.grid_for(method).items())) if self.tune else ()),
+                                      self.grid_for(method, dataset).items()))
+                         if self.tune else ()),
                 ("max_epochs", self.max_epochs), ("seed", self.seed),
                 ("classes_per_task", self.classes_per_task),
             )
@@ -553,8 +554,9 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
 
             # with a dataset-level hold-out, candidates are scored on it (TSCIL)
             holdout = None if data.X_holdout is None else (data.X_holdout, data.y_holdout)
+            grid = config.grid_for(cell.method, cell.dataset)
             search = ContinualGridSearch(
-                est.set_params(stream=full_stream), config.grid_for(cell.method), refit=False
+                est.set_params(stream=full_stream), grid, refit=False
             ).fit(data.X_train, data.y_train, validation_data=holdout)
             best_params = search.best_params_
             est.set_params(**best_params)

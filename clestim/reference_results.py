@@ -79,12 +79,23 @@ TSCIL_GRIDS = {
     "GR": {"generator_lr": [1e-3, 1e-4],
            "generator_params": [{"recon_weight": w} for w in (1e-3, 1e-2, 0.1, 1.0, 10.0)]},
 }
+#: Where TSCIL narrows or widens a grid for one dataset (``modify_config_accordingly``
+#: in its ``experiment/tune_config.py``); the values replace the generic ones.
+TSCIL_DATASET_GRIDS = {
+    ("uci_har", "DT2W"): {"lambda_fmap": [1e-1, 1e-2]},  # "1e-3 never the best"
+    ("uwave", "DT2W"): {"lambda_fmap": [1e-2, 3e-3, 1e-3]},
+    ("grabmyo", "ASER"): {"n_smp_per_class": [4, 8, 12]},
+    ("grabmyo", "MAS"): {"lambda_reg": [1.0, 10.0, 1e2, 1e3]},
+    ("wisdm", "ASER"): {"k": [3, 5], "n_smp_per_class": [2, 4, 8, 12]},
+}
 TSCIL_LR_SCHEDULES = ["step10", "step15", "onecycle"]
 
 
-def tscil_grid(method: str) -> dict:
-    """TSCIL's grid for ``method``: its own hyperparameters and the LR schedule."""
-    return {**TSCIL_GRIDS.get(method, {}), "lr_schedule": list(TSCIL_LR_SCHEDULES)}
+def tscil_grid(method: str, dataset: str | None = None) -> dict:
+    """TSCIL's grid for ``method`` (on ``dataset``, where TSCIL's differs there): its
+    own hyperparameters and the LR schedule."""
+    return {**TSCIL_GRIDS.get(method, {}), **TSCIL_DATASET_GRIDS.get((dataset, method), {}),
+            "lr_schedule": list(TSCIL_LR_SCHEDULES)}
 
 
 #: TSCIL's backbone dropout per dataset.

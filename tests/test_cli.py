@@ -252,6 +252,14 @@ def test_tune_searches_tscil_grid_unless_configured(tmp_path):
     fixed = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["LwF"],
                                        "tune": True, "params": {"LwF": {"lambda_kd": 1e4}}})
     assert fixed.grid_for("LwF") == {"lr_schedule": ["step10", "step15", "onecycle"]}
+    # TSCIL narrows DT2W's grid on HAR ("1e-3 never the best"), and keys tuned cells by it
+    dt2w = BenchmarkConfig.from_dict({"datasets": ["uci_har", "dsa"], "methods": ["DT2W"],
+                                      "tune": True})
+    assert dt2w.grid_for("DT2W", "uci_har")["lambda_fmap"] == [1e-1, 1e-2]
+    assert dt2w.grid_for("DT2W", "dsa")["lambda_fmap"] == [1e-1, 1e-2, 1e-3]
+    har, dsa = dt2w.cells()
+    assert dict(har.protocol)["grid"] != dict(dsa.protocol)["grid"]
+    assert ("lambda_fmap", (1e-1, 1e-2)) in dict(har.protocol)["grid"]
 
 
 def test_gr_grid_tunes_the_generator_and_set_takes_json_objects():
