@@ -179,7 +179,6 @@ def test_bad_parameters(params, match, uci_har_small):
         GR(**params).partial_fit_task(X, y)
 
 
-
 @pytest.mark.filterwarnings("ignore:GR. the network labels")
 def test_generator_history_records_each_epoch_until_early_stopping(uci_har_small):
     X, y = task(uci_har_small, range(4), n=15)

@@ -84,8 +84,9 @@ class GR(ContinualClassifier):
         The generator after the last task.
     generator_history_ : list of list of dict
         Per task, the generator's epochs: ``epoch``, ``valid_mse`` (the early-stopping
-        score, None without a validation split) and ``dur`` (seconds); how soon
-        early stopping ends its training.
+        score: the mean squared reconstruction error, or the validation loss of a
+        generator without ``reconstruct``; None without a validation split) and
+        ``dur`` (seconds); how soon early stopping ends its training.
     replay_counts_ : ndarray of shape (n_classes,)
         How many of 512 generator samples the network labels as each class of
         ``classes_`` after the last task: the classes the next task would replay.
