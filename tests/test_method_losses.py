@@ -292,7 +292,7 @@ def test_clops_beta_step_and_weighted_loss():
     est = _fit(CLOPS(beta_lr=0.1, lambda_beta=2.0, memory_size=6, replay_batch_size=6, **TINY))
     X, y = _batch(8)
     n = 8
-    est.beta_ = torch.linspace(0.8, 1.3, 20, dtype=torch.float64)
+    est.beta_ = torch.linspace(0.8, 1.3, 20)  # float32, as CLOPS keeps it
     est._beta_sum = torch.zeros(20, dtype=torch.float64)
     est._beta_first = torch.zeros(20, dtype=torch.float64)
     est._beta_count = torch.zeros(20, dtype=torch.long)
@@ -310,15 +310,12 @@ def test_clops_beta_step_and_weighted_loss():
     untouched = torch.ones(20, dtype=torch.bool)
     untouched[idx] = False
     np.testing.assert_array_equal(est.beta_[untouched].numpy(),
-                                  torch.linspace(0.8, 1.3, 20, dtype=torch.float64)[untouched])
+                                  torch.linspace(0.8, 1.3, 20)[untouched])
 
 
 def test_clops_score_is_the_area_under_the_beta_trajectory():
     est = CLOPS()
-    est.beta_ = torch.ones(3, dtype=torch.float64)
-    est._beta_sum = torch.zeros(3, dtype=torch.float64)
-    est._beta_first = torch.zeros(3, dtype=torch.float64)
-    est._beta_count = torch.zeros(3, dtype=torch.long)
+    est._task_data((None, np.zeros(3), None), None)
     trajectory = [[0.9, 1.1, 0.7], [0.5, 1.2, 0.6], [0.3, 1.0, 0.2]]
     for step, values in enumerate(trajectory):
         idx = torch.tensor([0, 1, 2]) if step < 2 else torch.tensor([0, 2])
@@ -329,6 +326,22 @@ def test_clops_score_is_the_area_under_the_beta_trajectory():
     assert scores[2] == pytest.approx(np.trapezoid([0.7, 0.6, 0.2]))
     est._beta_count[1] = 1  # one recorded value is its own score
     assert est.importance_scores()[1] == pytest.approx(1.2)
+
+
+def test_clops_beta_is_float32_so_steps_below_its_resolution_tie():
+    # TSCIL's beta is a float32 tensor: near 1 a step under ~3e-8 is lost, so samples
+    # whose loss has become tiny keep their score and tie (storage then breaks the tie
+    # in its random order); float64 would rank them by their exact cumulative loss
+    est = CLOPS()
+    est._task_data((None, np.zeros(3), None), None)
+    assert est.beta_.dtype == torch.float32
+    idx = torch.arange(3)
+    for _ in range(2):
+        est._track(idx, est.beta_.double() - torch.tensor([1e-9, 2e-9, 1e-6], dtype=torch.float64))
+    assert est.beta_[0] == est.beta_[1] == 1.0 and est.beta_[2] < 1.0
+    scores = est.importance_scores()
+    assert scores.dtype == torch.float64
+    assert scores[0] == scores[1] == 1.0 and scores[2] < 1.0
 
 
 # ------------------------------------------------------------------------- GR
