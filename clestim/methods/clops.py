@@ -28,7 +28,7 @@ class CLOPS(ER):
     samples of highest score, old classes their first ones
     (:class:`~clestim.memory.ImportanceSelection`).
 
-    ``beta`` is kept in float32, as in TSCIL's and CLOPS's code. This matters: near 1
+    ``beta`` is kept in float32, as in TSCIL's code. This matters: near 1
     float32 resolves steps of about 3e-8 only, so with the default ``beta_lr`` a
     sample's ``beta`` stops moving once its loss falls below about 0.01, many samples
     share a score, and storage breaks those ties in random order. In float64 the
