@@ -22,6 +22,7 @@ Compare with the grid's cells in ``results/tscil_layer`` (``clestim report``).
 import argparse
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -47,26 +48,25 @@ class _Precision:
 
         def _task_data(est, train, valid):
             out = task_data(est, train, valid)
+            n = len(est.beta_)
             est.beta_ = est.beta_.to(probe.dtype)
-            est._shadow = torch.ones(len(est.beta_), dtype=probe.shadow_dtype)
-            est._shadow_sum = torch.zeros(len(est.beta_), dtype=torch.float64)
-            est._shadow_first = torch.zeros_like(est._shadow_sum)
+            # CLOPS's own trajectory state, in the other precision
+            est._shadow = SimpleNamespace(
+                beta_=torch.ones(n, dtype=probe.shadow_dtype),
+                _beta_sum=torch.zeros(n, dtype=torch.float64),
+                _beta_first=torch.zeros(n, dtype=torch.float64),
+                _beta_count=torch.zeros(n, dtype=torch.long),
+            )
             return out
 
         def _track(est, idx, beta):
             step = beta.double() - est.beta_[idx].double()  # -beta_lr * gradient
-            shadow = (est._shadow[idx].double() + step).to(probe.shadow_dtype)
-            first = est._beta_count[idx] == 0
-            est._shadow_first[idx[first]] = shadow[first].double()
-            est._shadow[idx] = shadow
-            est._shadow_sum[idx] += shadow.double()
+            track(est._shadow, idx, est._shadow.beta_[idx].double() + step)
             track(est, idx, beta)
 
         def _memory_fields(est, X, y, groups, index=None):
             fields = memory_fields(est, X, y, groups, index)
-            last = est._shadow.double()
-            trapz = est._shadow_sum - (est._shadow_first + last) / 2
-            shadow = torch.where(est._beta_count >= 2, trapz, last)
+            shadow = CLOPS.importance_scores(est._shadow)
             scores = {
                 str(probe.dtype): fields["score"].double().cpu().numpy(),
                 str(probe.shadow_dtype): shadow[torch.as_tensor(index)].numpy(),

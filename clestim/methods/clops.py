@@ -124,11 +124,11 @@ class CLOPS(ER):
     def _track(self, idx, beta):
         """Store the new ``beta`` of samples ``idx``, rounded to ``beta_``'s float32,
         and record it in their trajectories (summed in float64, as ``np.trapz``)."""
-        beta = beta.to(self.beta_.dtype)
+        self.beta_[idx] = beta.to(self.beta_.dtype)
+        recorded = self.beta_[idx].double()
         first = self._beta_count[idx] == 0
-        self._beta_first[idx[first]] = beta[first].double()
-        self.beta_[idx] = beta
-        self._beta_sum[idx] += beta.double()
+        self._beta_first[idx[first]] = recorded[first]
+        self._beta_sum[idx] += recorded
         self._beta_count[idx] += 1
 
     def importance_scores(self):
