@@ -544,7 +544,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
 
     data = cell_data(cell, config)
     full_stream, stream, est, _ = _cell_estimator(cell, config, data, verbose)
-    best_params = {}
+    best_params, searched = {}, None
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads)  # part of the protocol, whatever n_jobs is
     try:
@@ -560,6 +560,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
             ).fit(data.X_train, data.y_train, validation_data=holdout)
             best_params = search.best_params_
             est.set_params(**best_params)
+            searched = _search_record(search)
         # Subject ids reach the estimator (subject-aware replay); others ignore them.
         result = evaluate_stream(
             est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
@@ -581,6 +582,8 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         "clestim": __version__,
         "data": _fingerprint(cell.dataset, config.data_home),
         "best_params": {k: _jsonable(v) for k, v in best_params.items()},
+        # tuned cells: every candidate's validation score, best first
+        **({} if searched is None else {"search": searched}),
         # every parameter the estimator ran with (after tuning), for the report
         "estimator_params": {k: _jsonable(v) for k, v in est.get_params(deep=False).items()
                              if k not in ("stream", "verbose")},
@@ -594,6 +597,17 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
             amp_dtype(config.precision, config.device)],
         **result.to_dict(),
     }
+
+
+def _search_record(search) -> dict:
+    """A fitted ContinualGridSearch as JSON: its scoring and, best first, every
+    candidate with its validation score and fit time."""
+    res = search.cv_results_
+    order = sorted(range(len(res["params"])), key=res["rank_test_score"].__getitem__)
+    return {"scoring": search.scoring, "candidates": [
+        {"params": {k: _jsonable(v) for k, v in res["params"][i].items()},
+         "score": float(res[f"val_{search.scoring}"][i]),
+         "fit_time": round(float(res["fit_time"][i]), 1)} for i in order]}
 
 
 @lru_cache(maxsize=4)

@@ -244,6 +244,13 @@ def test_tune_searches_tscil_grid_unless_configured(tmp_path):
     })
     (record,) = run_benchmark(config, tmp_path, progress=False, log=lambda message: None)
     assert record["best_params"]["lambda_kd"] in (1.0, 100.0)
+    # the record keeps every candidate's validation score, the winner first
+    search = record["search"]
+    assert search["scoring"] == "average_accuracy"
+    assert sorted(c["params"]["lambda_kd"] for c in search["candidates"]) == [1.0, 100.0]
+    assert search["candidates"][0]["params"] == record["best_params"]
+    scores = [c["score"] for c in search["candidates"]]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
     assert variant_label(record) == "tuned"  # its own column beside an untuned LwF
     default = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["MAS"],
                                          "tune": True, "params": {"MAS": {"alpha": 0.5}}})
