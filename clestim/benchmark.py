@@ -534,6 +534,19 @@ def make_stream(cell: Cell, config: BenchmarkConfig, n_classes: int):
     return stream, stream
 
 
+def _scoring_data(data, stream, full_stream):
+    """What ``tune`` scores candidates on, as TSCIL does: the dataset-level hold-out
+    where there is one (UCI-HAR, UWave); else, when the stream splits into validation
+    and experiment tasks (DSA), the test windows, of which only the validation tasks'
+    classes count (the experiment stream never sees them); else None, and
+    ContinualGridSearch holds out a seeded 20% of the training windows."""
+    if data.X_holdout is not None:
+        return data.X_holdout, data.y_holdout
+    if stream is not full_stream:
+        return data.X_test, data.y_test
+    return None
+
+
 def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
     """Run one cell and return its JSON-serialisable record."""
     import torch
@@ -552,12 +565,12 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
         if config.tune:
             from .model_selection import ContinualGridSearch
 
-            # with a dataset-level hold-out, candidates are scored on it (TSCIL)
-            holdout = None if data.X_holdout is None else (data.X_holdout, data.y_holdout)
             grid = config.grid_for(cell.method, cell.dataset)
             search = ContinualGridSearch(
-                est.set_params(stream=full_stream), grid, refit=False
-            ).fit(data.X_train, data.y_train, validation_data=holdout)
+                est.set_params(stream=full_stream), grid, refit=False,
+                random_state=config.seed + cell.run,
+            ).fit(data.X_train, data.y_train,
+                  validation_data=_scoring_data(data, stream, full_stream))
             best_params = search.best_params_
             est.set_params(**best_params)
             searched = _search_record(search)

@@ -411,6 +411,47 @@ def test_tscil_protocol_holds_out_uci_har_and_schedules_step15(monkeypatch, tmp_
     assert record["best_params"]["lr"] in (1e-3, 1e-2)
 
 
+def test_tune_scores_a_split_stream_on_its_validation_tasks_test_windows(monkeypatch, tmp_path):
+    # DSA-like: 5 tasks, no hold-out. TSCIL trains candidates on the 3 validation tasks
+    # and scores them on those tasks' test windows; a short stream holds out 20%, seeded.
+    from sklearn.utils import Bunch
+
+    from clestim import benchmark, model_selection
+
+    rng = np.random.default_rng(0)
+    y, y_test = np.repeat(np.arange(10), 12), np.repeat(np.arange(10), 4)
+    data = Bunch(X_train=rng.normal(size=(120, 2, 16)).astype(np.float32) + y[:, None, None],
+                 y_train=y, subject_train=np.arange(120), X_test=rng.normal(
+                     size=(40, 2, 16)).astype(np.float32) + y_test[:, None, None], y_test=y_test)
+    monkeypatch.setattr(benchmark, "_load", lambda name, home: data)
+    seen = []
+    fit = model_selection.ContinualGridSearch.fit
+
+    def spy(self, X, y, groups=None, *, validation_data=None):
+        seen.append((self.random_state, validation_data))
+        return fit(self, X, y, groups, validation_data=validation_data)
+
+    monkeypatch.setattr(model_selection.ContinualGridSearch, "fit", spy)
+    config = {"datasets": ["dsa"], "methods": ["Naive"], "tune": True, "max_epochs": 1,
+              "runs": 2, "grid": {"Naive": {"lr": [1e-3, 1e-2]}}}
+    records = run_benchmark(BenchmarkConfig.from_dict(config), tmp_path / "a", progress=False,
+                            log=lambda message: None)
+    assert [state for state, _ in seen] == [1234, 1235]
+    assert all(scored[1] is data.y_test for _, scored in seen)
+    again = run_benchmark(BenchmarkConfig.from_dict(config), tmp_path / "b", progress=False,
+                          log=lambda message: None)
+    def scores(rs):
+        return [([c["params"] for c in r["search"]["candidates"]],
+                 [c["score"] for c in r["search"]["candidates"]], r["accuracy_matrix"]) for r in rs]
+
+    assert scores(again) == scores(records)  # the same numbers, run after run
+    seen.clear()
+    short = {**config, "runs": 1, "classes_per_task": 5}  # 2 tasks: the whole stream validates
+    run_benchmark(BenchmarkConfig.from_dict(short), tmp_path / "c", progress=False,
+                  log=lambda message: None)
+    assert seen == [(1234, None)]
+
+
 def test_bench_flags_set_schedule_and_holdout():
     from clestim.cli import _config, _parser
 
