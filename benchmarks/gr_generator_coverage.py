@@ -3,7 +3,7 @@
 GR replays only what its generator produces, labelled by the previous network. This
 script separates the generator from the learner: it trains an ``Offline`` network
 on all training data (the "oracle"), then trains a TimeVAE on the classes of one
-task of the TSCIL stream (seed 1234, experiment part for DSA) exactly as GR trains
+task of the TSCIL stream (seed 1234 + run, experiment part for DSA) exactly as GR trains
 its generator on a first task, and at the given epochs prints how the oracle
 labels 600 prior samples (per class of the task, and "other" for samples that it
 assigns to a class outside the task, i.e. off the task's distribution), the oracle's
@@ -14,6 +14,7 @@ Usage::
 
     python benchmarks/gr_generator_coverage.py --dataset dsa --task 1 --epochs 20,60,100,150
     python benchmarks/gr_generator_coverage.py --vae '{"recon_weight": 1.0, "standardize": true}'
+    python benchmarks/gr_generator_coverage.py --dataset uci_har --run 2 --task 0
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--dataset", default="dsa", choices=["dsa", "uci_har"])
     parser.add_argument("--data-home", default=os.environ.get("CLESTIM_SHARED_DATA", DEFAULT_DATA))
     parser.add_argument("--task", type=int, default=1, help="task index in the stream")
+    parser.add_argument("--run", type=int, default=0, help="run r: class order of seed 1234 + r")
     parser.add_argument("--epochs", default="20,60,100,150", help="epochs at which to report")
     parser.add_argument("--vae", default="{}", help="TimeVAE keyword arguments, as JSON")
     parser.add_argument("--oracle-epochs", type=int, default=8)
@@ -49,7 +51,7 @@ def main() -> None:
     data = (load_dsa if args.dataset == "dsa" else load_uci_har)(args.data_home)
     X, y = data.X_train.astype(np.float32), data.y_train
     X_test, y_test = data.X_test.astype(np.float32), data.y_test
-    stream = ClassIncremental(classes_per_task=2, random_state=1234, remainder="drop")
+    stream = ClassIncremental(classes_per_task=2, random_state=1234 + args.run, remainder="drop")
     if args.dataset == "dsa":
         stream = StreamPart(stream, part="experiment")
     idx = list(stream.split(X, y))[args.task]
@@ -68,7 +70,7 @@ def main() -> None:
     in_task = np.isin(y_test, classes)
     real, y_real = torch.tensor(X_test[in_task]), y_test[in_task]
     checkpoints = sorted(int(e) for e in args.epochs.split(","))
-    print(f"{args.dataset} task {args.task}, classes {classes.tolist()}, "
+    print(f"{args.dataset} run {args.run} task {args.task}, classes {classes.tolist()}, "
           f"{len(idx)} windows, TimeVAE {args.vae}")
     start = time.perf_counter()
     for epoch in range(1, checkpoints[-1] + 1):
