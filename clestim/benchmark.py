@@ -17,8 +17,11 @@ Dask cluster (``scheduler``); results are always written by the calling process,
 which holds a lock per cell (``RESULTS/locks``) while the cell runs, so two
 ``bench`` processes on one folder never compute the same cell. A corrupt or
 incomplete cell file is moved to ``RESULTS/cells/corrupt/`` with a warning and
-computed again. Every cell runs with a fixed number of torch threads
-(``threads``), part of its protocol, so its numbers do not depend on ``n_jobs``.
+computed again. A tuned cell saves each candidate of its search the moment it is
+scored (``RESULTS/candidates/<key>/``), so a tuned cell interrupted mid-search
+resumes its search; the folder goes once the cell is written. Every cell runs with
+a fixed number of torch threads (``threads``), part of its protocol, so its
+numbers do not depend on ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import hashlib
 import itertools
 import json
 import os
-import tempfile
+import shutil
 import time
 import tomllib
 import warnings
@@ -36,6 +39,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from ._atomic import write_json_atomic
 
 RESULTS_FORMAT = 1
 #: Settings a grid can vary, applied to every method that has the parameter.
@@ -547,8 +552,12 @@ def _scoring_data(data, stream, full_stream):
     return None
 
 
-def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
-    """Run one cell and return its JSON-serialisable record."""
+def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=None) -> dict:
+    """Run one cell and return its JSON-serialisable record.
+
+    ``candidates``: for a tuned cell, the folder in which each searched candidate is
+    saved as it finishes (``ContinualGridSearch(checkpoint_dir=...)``), so that the
+    cell, run again after an interruption, resumes its search."""
     import torch
 
     from . import __version__
@@ -568,7 +577,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
             grid = config.grid_for(cell.method, cell.dataset)
             search = ContinualGridSearch(
                 est.set_params(stream=full_stream), grid, refit=False,
-                random_state=config.seed + cell.run,
+                random_state=config.seed + cell.run, checkpoint_dir=candidates,
             ).fit(data.X_train, data.y_train,
                   validation_data=_scoring_data(data, stream, full_stream))
             best_params = search.best_params_
@@ -613,11 +622,13 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0) -> dict:
 
 
 def _search_record(search) -> dict:
-    """A fitted ContinualGridSearch as JSON: its scoring and, best first, every
-    candidate with its validation score and fit time."""
+    """A fitted ContinualGridSearch as JSON: its scoring, how many candidates an
+    earlier, interrupted run of the cell had saved (their fit time is not in the
+    cell's ``wall_s``) and, best first, every candidate with its validation score
+    and fit time."""
     res = search.cv_results_
     order = sorted(range(len(res["params"])), key=res["rank_test_score"].__getitem__)
-    return {"scoring": search.scoring, "candidates": [
+    return {"scoring": search.scoring, "resumed_candidates": search.n_resumed_, "candidates": [
         {"params": {k: _jsonable(v) for k, v in res["params"][i].items()},
          "score": float(res[f"val_{search.scoring}"][i]),
          "fit_time": round(float(res["fit_time"][i]), 1)} for i in order]}
@@ -696,6 +707,9 @@ def _check_manifest(manifest: Path) -> None:
 
 #: The folder of the per-cell lock files, inside a results folder.
 LOCKS = "locks"
+#: The folder of the candidates of tuned cells not yet finished (one subfolder a
+#: cell), inside a results folder: an interrupted search resumes from them.
+CANDIDATES = "candidates"
 
 
 def _lock(results: Path, name: str):
@@ -719,9 +733,12 @@ def remove_stray_temporaries(results) -> list[Path]:
 
     removed = []
     results = Path(results)
-    for folder in (results, results / "cells"):
+    # a candidate file is written under its cell's lock
+    folders = [(results, None), (results / "cells", None)] + [
+        (folder, f"{folder.name}.json") for folder in sorted((results / CANDIDATES).glob("*"))]
+    for folder, cell_file in folders:
         for tmp in sorted(p for p in folder.glob(".*.tmp") if _is_temporary(p)):
-            target = tmp.name[1:].rsplit(".", 2)[0]
+            target = cell_file or tmp.name[1:].rsplit(".", 2)[0]
             try:
                 with _lock(results, target).acquire(timeout=0):
                     tmp.unlink(missing_ok=True)
@@ -729,30 +746,6 @@ def remove_stray_temporaries(results) -> list[Path]:
             except Timeout:  # being written right now
                 pass
     return removed
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def write_json_atomic(path: Path, record: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it into place.
-
-    The file gets the permissions of any new file (``0o666`` less the umask)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_cell(path: Path) -> dict:
@@ -893,13 +886,20 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
                         bar.update(1)
                         continue
                     held[c.key] = lock
-                    yield delayed(run_cell)(c, config, verbose)
+                    saved = results / CANDIDATES / c.key if config.tune else None
+                    n_saved = len(list(saved.glob("*.json"))) if saved else 0
+                    if n_saved:
+                        log(f"{c.method} on {c.dataset}, run {c.run}: resuming its search "
+                            f"from {n_saved} saved candidate{'s' * (n_saved != 1)}")
+                    yield delayed(run_cell)(c, config, verbose, saved)
 
             try:
                 with parallel_config(**backend):
                     runner = Parallel(return_as="generator_unordered")
                     for record in runner(claim(todo)):
                         write_json_atomic(cells_dir / f"{record['key']}.json", record)
+                        # the record holds every candidate: the saved ones are done with
+                        shutil.rmtree(results / CANDIDATES / record["key"], ignore_errors=True)
                         held.pop(record["key"]).release()
                         computed += 1
                         bar.update(1)

@@ -19,13 +19,24 @@ trained on the validation stream with a stratified hold-out of the training data
 (TSCIL's fixed dataset-level hold-out), and scored there with a stream metric; the
 best is refitted on the experiment stream with all the training data.
 
+A search of many candidates can take hours: with ``checkpoint_dir`` each candidate's
+result is saved the moment it is computed, and a search interrupted (killed, or
+ended with its session) resumes from the saved candidates instead of training
+them again.
+
 For plain cross-validation over a whole stream, scikit-learn's ``GridSearchCV``
 with a :func:`~clestim.metrics.make_stream_scorer` scorer works as is.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import pickle
 import time
+import uuid
+import warnings
+from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -33,6 +44,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import ParameterGrid, train_test_split
 from sklearn.utils import _safe_indexing
 
+from ._atomic import write_json_atomic
 from .metrics import METRICS, compute_metrics, snapshot_accuracy_matrix
 from .streams import default_stream, validation_experiment_split
 
@@ -52,13 +64,67 @@ def _stream_param(estimator) -> str:
     )
 
 
-def _evaluate_candidate(estimator, params, stream_param, stream, Xtr, ytr, gtr, Xva, yva, mode):
+def _evaluate_candidate(estimator, params, stream_param, stream, Xtr, ytr, gtr, Xva, yva, mode,
+                        checkpoint=None):
+    """(metrics, fit time) of one candidate; saved to ``checkpoint`` (a path) when given."""
     est = clone(estimator).set_params(**params, **{stream_param: stream})
     start = time.perf_counter()
     est.fit(Xtr, ytr, gtr)
     fit_time = time.perf_counter() - start
     A = snapshot_accuracy_matrix(est, Xva, yva, mode=mode)
-    return compute_metrics(A), fit_time
+    metrics = {name: float(value) for name, value in compute_metrics(A).items()}
+    if checkpoint is not None:
+        try:
+            write_json_atomic(checkpoint, {"params": {k: repr(v) for k, v in params.items()},
+                                           "metrics": metrics, "fit_time": fit_time})
+        except OSError as exc:  # the search goes on; only resuming is lost
+            warnings.warn(f"could not save the candidate to {checkpoint}: {exc}", stacklevel=2)
+    return metrics, fit_time
+
+
+def _canonical(value):
+    """A description of ``value`` that is equal for equal values, in any process:
+    estimators by their class and parameters, arrays by their bytes, and anything
+    else by its pickle; a value that does not pickle gets a new token each time
+    (never reused). Unlike ``repr``, nothing is elided."""
+    if isinstance(value, (str, int, float, bool, type(None), np.generic)):
+        return repr(value)
+    if hasattr(value, "get_params") and not isinstance(value, type):
+        params = value.get_params(deep=False)
+        return (type(value).__module__, type(value).__qualname__,
+                tuple((k, _canonical(v)) for k, v in sorted(params.items()) if k != "verbose"))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), _canonical(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_canonical(v) for v in value))
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        data = hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()
+        return ("ndarray", value.dtype.str, value.shape, data)
+    try:
+        return ("pickle", hashlib.sha1(pickle.dumps(value, protocol=4)).hexdigest())
+    except Exception:  # noqa: BLE001 - any object that does not pickle is simply not reused
+        return ("unique", uuid.uuid4().hex)
+
+
+def _candidate_files(folder, search_parts, candidates) -> list[Path]:
+    """One file name per candidate: a digest of everything its result depends on."""
+    base = repr(_canonical(search_parts))
+    return [Path(folder) / (hashlib.sha1((base + repr(_canonical(params))).encode())
+                            .hexdigest()[:20] + ".json") for params in candidates]
+
+
+def _saved_candidate(path: Path):
+    """(metrics, fit time) saved at ``path``, or None when there is none or it is unreadable."""
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+        metrics = {name: float(saved["metrics"][name]) for name in METRICS}
+        return metrics, float(saved["fit_time"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        warnings.warn(f"ignoring the saved candidate {path} ({type(exc).__name__}: {exc}); "
+                      "it is computed again", stacklevel=3)
+        return None
 
 
 def _validation_data(validation_data):
@@ -107,6 +173,16 @@ class ContinualGridSearch(BaseEstimator):
         Candidates in parallel through joblib.
     random_state : int, default=None
         Seed of the hold-out split.
+    checkpoint_dir : str or path, default=None
+        Folder (created when missing) in which each candidate's validation metrics
+        are saved as it finishes. A later ``fit`` with this folder reuses every
+        candidate saved there instead of training it again, so an interrupted
+        search resumes where it stopped. A file is named by a digest of all its
+        result depends on (the estimator's parameters, the candidate, the streams,
+        the data, ``mode``, ``validation_size`` and ``random_state``): a search
+        that differs in any of them never reuses it. Reuse relies on
+        reproducible fits: give the estimator and a shuffling stream an integer
+        ``random_state``.
 
     Attributes
     ----------
@@ -119,6 +195,8 @@ class ContinualGridSearch(BaseEstimator):
     best_index_ : int
     best_estimator_ : estimator
         Fitted on the experiment stream (with ``refit=True``).
+    n_resumed_ : int
+        How many candidates were read from ``checkpoint_dir`` rather than trained.
     validation_stream_, experiment_stream_ : StreamPart
 
     References
@@ -148,6 +226,7 @@ class ContinualGridSearch(BaseEstimator):
         refit=True,
         n_jobs=None,
         random_state=None,
+        checkpoint_dir=None,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -160,6 +239,7 @@ class ContinualGridSearch(BaseEstimator):
         self.refit = refit
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.checkpoint_dir = checkpoint_dir
 
     def _full_stream(self, stream_param):
         if self.stream is not None:
@@ -205,10 +285,19 @@ class ContinualGridSearch(BaseEstimator):
             X_fit, y_fit, g_fit = X, y, g
             X_val, y_val = _validation_data(validation_data)
         candidates = list(ParameterGrid(self.param_grid))
-        out = Parallel(n_jobs=self.n_jobs)(
+        files = [None] * len(candidates)
+        if self.checkpoint_dir is not None:
+            Path(self.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+            files = _candidate_files(self.checkpoint_dir, (
+                self.estimator, stream_param, val_stream, X_fit, y_fit, g_fit, X_val, y_val,
+                self.mode, validation_data is None and self.validation_size, self.random_state,
+            ), candidates)
+        out = [None if path is None else _saved_candidate(path) for path in files]
+        todo = [i for i, saved in enumerate(out) if saved is None]
+        computed = Parallel(n_jobs=self.n_jobs)(
             delayed(_evaluate_candidate)(
                 self.estimator,
-                params,
+                candidates[i],
                 stream_param,
                 val_stream,
                 X_fit,
@@ -217,9 +306,13 @@ class ContinualGridSearch(BaseEstimator):
                 X_val,
                 y_val,
                 self.mode,
+                files[i],
             )
-            for params in candidates
+            for i in todo
         )
+        for i, result in zip(todo, computed, strict=True):
+            out[i] = result
+        self.n_resumed_ = len(candidates) - len(todo)
         greater = METRICS[self.scoring][1]
         scores = np.array([m[self.scoring] for m, _ in out], dtype=float)
         key = np.where(np.isnan(scores), -np.inf, scores if greater else -scores)

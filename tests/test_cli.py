@@ -13,6 +13,7 @@ import pytest
 from clestim.benchmark import (
     BenchmarkConfig,
     load_results,
+    remove_stray_temporaries,
     run_benchmark,
     variant_label,
     write_json_atomic,
@@ -267,6 +268,49 @@ def test_tune_searches_tscil_grid_unless_configured(tmp_path):
     har, dsa = dt2w.cells()
     assert dict(har.protocol)["grid"] != dict(dsa.protocol)["grid"]
     assert ("lambda_fmap", (1e-1, 1e-2)) in dict(har.protocol)["grid"]
+
+
+def test_tuned_cell_interrupted_mid_search_resumes_it(tmp_path, monkeypatch):
+    from clestim import model_selection
+
+    config = BenchmarkConfig.from_dict({
+        "datasets": ["basic_motions"], "methods": ["Naive"], "tune": True, "max_epochs": 1,
+        "grid": {"Naive": {"lr": [1e-3, 3e-3, 1e-2]}},
+    })
+    evaluate, trained = model_selection._evaluate_candidate, []
+
+    def session_ends_at_the_second_candidate(est, params, *rest):
+        trained.append(params["lr"])
+        if len(trained) == 2:
+            raise RuntimeError("the session ended")
+        return evaluate(est, params, *rest)
+
+    monkeypatch.setattr(model_selection, "_evaluate_candidate",
+                        session_ends_at_the_second_candidate)
+    with pytest.raises(RuntimeError, match="the session ended"):
+        run_benchmark(config, tmp_path / "a", progress=False, log=lambda message: None)
+    (folder,) = (tmp_path / "a" / "candidates").iterdir()
+    assert len(list(folder.glob("*.json"))) == 1 and not load_results(tmp_path / "a")
+    stray = folder / ".x.json.abc.tmp"  # a write the kill cut short
+    stray.write_text("{")
+    assert remove_stray_temporaries(tmp_path / "a") == [stray]
+
+    monkeypatch.setattr(model_selection, "_evaluate_candidate",
+                        lambda est, params, *rest: trained.append(params["lr"]) or evaluate(
+                            est, params, *rest))
+    trained.clear()
+    lines = []
+    (record,) = run_benchmark(config, tmp_path / "a", progress=False, log=lines.append)
+    assert sorted(trained) == [3e-3, 1e-2]  # only the two candidates not saved
+    assert "Naive on basic_motions, run 0: resuming its search from 1 saved candidate" in lines
+    assert record["search"]["resumed_candidates"] == 1
+    assert not folder.exists()  # the record holds every candidate now
+    # the same numbers as a search that was never interrupted
+    (fresh,) = run_benchmark(config, tmp_path / "b", progress=False, log=lambda message: None)
+    assert fresh["search"]["resumed_candidates"] == 0
+    assert [(c["params"], c["score"]) for c in record["search"]["candidates"]] == [
+        (c["params"], c["score"]) for c in fresh["search"]["candidates"]]
+    assert record["accuracy_matrix"] == fresh["accuracy_matrix"]
 
 
 def test_gr_grid_tunes_the_generator_and_set_takes_json_objects():

@@ -6,6 +6,8 @@ matrix a scorer rebuilds from snapshots equals the one measured live, searches
 agree across joblib backends, and fit equals task-by-task learning.
 """
 
+import json
+
 import numpy as np
 import pytest
 from joblib import parallel_backend
@@ -193,6 +195,50 @@ def test_continual_grid_search_validation_then_experiment():
     assert search.score(X, y) == -average_forgetting(rebuilt)
     exp_classes = np.concatenate(groups[3:])
     assert set(np.unique(search.predict(X))) <= set(exp_classes.tolist())
+
+
+def test_continual_grid_search_resumes_from_its_saved_candidates(tmp_path, monkeypatch):
+    from clestim import model_selection
+
+    X, y = load_digits(return_X_y=True)
+    X, y = (X[y < 4][:300] / 16.0).astype(np.float32), y[y < 4][:300]
+
+    def search(estimator=None, X=X):
+        est = estimator or Naive(**SMALL_MLP, random_state=0)
+        return ContinualGridSearch(
+            est, {"lr": [1e-3, 1e-2, 3e-2]}, refit=False, random_state=0,
+            stream=ClassIncremental(classes_per_task=2, random_state=0),
+            checkpoint_dir=tmp_path / "saved",
+        ).fit(X, y)
+
+    first = search()
+    saved = {json.loads(f.read_text())["params"]["lr"]: f
+             for f in (tmp_path / "saved").glob("*.json")}
+    assert first.n_resumed_ == 0 and sorted(saved) == ["0.001", "0.01", "0.03"]
+    trained = []
+    evaluate = model_selection._evaluate_candidate
+    monkeypatch.setattr(model_selection, "_evaluate_candidate",
+                        lambda est, params, *rest: trained.append(params) or evaluate(
+                            est, params, *rest))
+    saved["0.01"].unlink()  # as if the search had been killed before this candidate
+    again = search()
+    assert trained == [{"lr": 1e-2}] and again.n_resumed_ == 2
+    for name in ("params", "rank_test_score", "val_average_accuracy", "val_average_forgetting"):
+        assert again.cv_results_[name] == first.cv_results_[name]
+    reused = [i for i, p in enumerate(first.cv_results_["params"]) if p["lr"] != 1e-2]
+    assert [again.cv_results_["fit_time"][i] for i in reused] == [
+        first.cv_results_["fit_time"][i] for i in reused]
+    # another estimator setting or other data never reuses a saved result
+    trained.clear()
+    search(Naive(**{**SMALL_MLP, "max_epochs": 1}, random_state=0))
+    search(X=X * 0.5)
+    assert len(trained) == 6
+    # an unreadable file is computed again, with a warning naming it
+    trained.clear()
+    saved["0.03"].write_text("{not json")
+    with pytest.warns(UserWarning, match="ignoring the saved candidate .*computed again"):
+        assert search().n_resumed_ == 2
+    assert trained == [{"lr": 3e-2}]
 
 
 # ------------------------------------------------------------------ sktime pipelines
