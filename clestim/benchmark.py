@@ -586,7 +586,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=N
         # Subject ids reach the estimator (subject-aware replay); others ignore them.
         result = evaluate_stream(
             est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
-            groups=data.subject_train, clone_estimator=False,
+            groups=data.subject_train, clone_estimator=False, confusion=True,
         )
         used_threads = torch.get_num_threads()
     finally:

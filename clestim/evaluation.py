@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import clone
+from sklearn.metrics import confusion_matrix as sk_confusion_matrix
 from sklearn.utils import _safe_indexing
 
 from .metrics import (
@@ -143,6 +144,13 @@ class StreamResult:
     zero_shot : ndarray of shape (T,) or None
         The accuracy on each task of the network before it learnt anything, the
         forward-transfer baseline, where it was measured.
+    confusion : ndarray of shape (T, C, C) or None
+        ``confusion[i, a, b]``: test samples of class ``confusion_labels[a]``
+        predicted as ``confusion_labels[b]`` after task ``i``, over the tasks
+        evaluated then (``confusion=True``): which classes took a forgotten
+        task's samples.
+    confusion_labels : ndarray of shape (C,) or None
+        Every label of the test tasks, sorted.
     """
 
     accuracy_matrix: np.ndarray
@@ -156,6 +164,8 @@ class StreamResult:
     estimator: object = field(default=None, repr=False, compare=False)
     dmi_matrix: np.ndarray | None = None
     zero_shot: np.ndarray | None = None
+    confusion: np.ndarray | None = None
+    confusion_labels: np.ndarray | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -178,7 +188,7 @@ class StreamResult:
             "memory_nbytes": self.memory_nbytes,
             "memory_elements": self.memory_elements,
         }
-        for name in ("dmi_matrix", "zero_shot"):
+        for name in ("dmi_matrix", "zero_shot", "confusion", "confusion_labels"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name).tolist()
         return out
@@ -306,6 +316,7 @@ def evaluate_stream(
     declare_classes=False,
     dmi=False,
     dmi_random_state=0,
+    confusion=False,
     clone_estimator=True,
     return_estimator=False,
 ) -> StreamResult:
@@ -348,6 +359,11 @@ def evaluate_stream(
         metrics. Costs one k-means per task.
     dmi_random_state : int, default=0
         Seed of the k-means.
+    confusion : bool, default=False
+        Also count, after each task, how every evaluated test sample was
+        classified (``StreamResult.confusion``, one confusion matrix a task over
+        every label of the test tasks; a prediction of a label no test sample has
+        is not counted). Costs nothing beyond the predictions already made.
     clone_estimator : bool, default=True
     return_estimator : bool, default=False
         Keep the fitted estimator in the result.
@@ -430,6 +446,9 @@ def evaluate_stream(
         )
 
     A = np.full((T, T), np.nan)
+    if confusion:
+        labels = np.unique(np.concatenate(test_y))
+        counts = np.zeros((T, len(labels), len(labels)), dtype=np.int64)
     fwt_defined = mode == "class" and (zero_shot_est is not None or fwt_baseline != "zero_shot")
     fit_time = np.zeros(T)
     eval_time = np.zeros(T)
@@ -452,6 +471,8 @@ def evaluate_stream(
             else:
                 continue
             A[i, j] = np.mean(pred == test_y[j])
+            if confusion:
+                counts[i] += sk_confusion_matrix(test_y[j], pred, labels=labels)
         if dmi:
             D[i] = dmi_row(est.transform(X_dmi), y_dmi, masks, random_state=dmi_random_state)
         eval_time[i] = time.perf_counter() - start
@@ -489,6 +510,8 @@ def evaluate_stream(
         estimator=est if return_estimator else None,
         dmi_matrix=D if dmi else None,
         zero_shot=zero_shot,
+        confusion=counts if confusion else None,
+        confusion_labels=labels if confusion else None,
     )
 
 

@@ -37,6 +37,10 @@ def test_bench_prints_matrices_and_metrics(tmp_path, capsys):
     assert A.shape == (2, 2) and records[0]["metrics"]["average_accuracy"] == pytest.approx(
         A[-1].mean()
     )
+    # where each class's test windows went after each task (4 classes, 2 tasks)
+    confusion = np.asarray(records[0]["confusion"])
+    assert confusion.shape == (2, 4, 4) and records[0]["confusion_labels"] == [0, 1, 2, 3]
+    assert np.trace(confusion[-1]) / confusion[-1].sum() == pytest.approx(A[-1].mean())
 
 
 def test_killed_bench_resumes_without_redoing_finished_cells(tmp_path):

@@ -123,6 +123,26 @@ def test_evaluate_stream_exact_matrices(data):
     assert forget.fit_time.shape == (3,) and (forget.fit_time >= 0).all()
 
 
+def test_evaluate_stream_counts_where_each_class_went(data):
+    Xtr, ytr, Xte, yte = data  # classes 10 apart on a line, 5 test samples each
+    stream = ClassIncremental(class_order=range(6))  # tasks {0, 1}, {2, 3}, {4, 5}
+    res = evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, confusion=True)
+    np.testing.assert_array_equal(res.confusion_labels, np.arange(6))
+    # knowing only the last task's two centroids, every class goes to the nearer one
+    nearest = [[0, 1, 1, 1, 1, 1], [2, 2, 2, 3, 3, 3], [4, 4, 4, 4, 4, 5]]
+    expected = np.zeros((3, 6, 6), dtype=int)
+    for i, row in enumerate(nearest):
+        expected[i, np.arange(6), row] = 5
+    np.testing.assert_array_equal(res.confusion, expected)
+    diagonal = np.einsum("tcc->tc", res.confusion).reshape(3, 3, 2).sum(-1) / 10
+    np.testing.assert_array_equal(diagonal, res.accuracy_matrix)
+    assert res.to_dict()["confusion"] == expected.tolist()
+    task = evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, mode="task",
+                           confusion=True)  # only the tasks learnt so far are counted
+    assert task.confusion.sum(axis=(1, 2)).tolist() == [10, 20, 30]
+    assert "confusion" not in evaluate_stream(CentroidCL(), stream, Xtr, ytr, Xte, yte).to_dict()
+
+
 def test_evaluate_stream_task_incremental_mode(data):
     Xtr, ytr, Xte, yte = data
     stream = ClassIncremental(classes_per_task=2, shuffle=False)
