@@ -18,6 +18,8 @@ saved: call ``ax.figure.savefig(...)``.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from .evaluation import MIN_RUNS_FOR_CI, confidence_interval, interval_bounds
@@ -54,11 +56,19 @@ def _runs_title(n_runs: list) -> str | None:
     return f"fewer than {MIN_RUNS_FOR_CI} runs: CI too wide to mean much"
 
 
+#: Legend labels longer than this wrap onto more lines, so that a label with its
+#: parameters ('GR (generator_epochs=500, ...)') does not squeeze the axes.
+LEGEND_WIDTH = 28
+
+
 def _finish(ax, n_runs=(MIN_RUNS_FOR_CI,)):
-    """Legend beside the axes (it never hides a line), titled with a warning when
-    ``n_runs`` (per line) holds fewer than 3; light grid."""
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
-              title=_runs_title(list(n_runs)), title_fontsize="small")
+    """Legend beside the axes (it never hides a line), long labels wrapped, titled
+    with a warning when ``n_runs`` (per line) holds fewer than 3; light grid."""
+    handles, labels = ax.get_legend_handles_labels()
+    labels = [textwrap.fill(label, LEGEND_WIDTH, break_long_words=False, break_on_hyphens=False)
+              for label in labels]
+    ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0, title=_runs_title(list(n_runs)), title_fontsize="small")
     ax.grid(alpha=0.3)
     return ax
 

@@ -157,6 +157,11 @@ def test_plot_bands_stay_in_range_and_identical_lines_differ():
     assert ys.min() == 0.0 and ys.max() == 100.0
     plot3 = plot_average_accuracy({"ER": same})
     assert plot3.get_legend().get_title().get_text() == ""
+    # a label with its parameters wraps between words instead of squeezing the axes
+    long = "GR (generator_epochs=500, generator_params={'standardize': True})"
+    texts = [t.get_text() for t in plot_average_accuracy({long: same, "ER": same})
+             .get_legend().get_texts()]
+    assert texts == ["GR (generator_epochs=500,\ngenerator_params={'standardize':\nTrue})", "ER"]
 
 
 # ------------------------------------------------------------ notes on the labels
