@@ -1,4 +1,4 @@
-"""Atomic JSON files: a reader never sees a half-written file, whatever kills the writer."""
+"""Atomic files: a reader never sees a half-written file, whatever kills the writer."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ def _umask() -> int:
     return mask
 
 
-def write_json_atomic(path: Path, record: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it into place.
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file in the same folder, then rename it into place.
 
     The temporary file is named '.<name>.<random suffix>.tmp'; the file gets the
     permissions of any new file (``0o666`` less the umask)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
@@ -31,3 +31,8 @@ def write_json_atomic(path: Path, record: dict) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, record: dict) -> None:
+    """:func:`write_bytes_atomic` of ``record`` as indented JSON."""
+    write_bytes_atomic(path, json.dumps(record, indent=1).encode())

@@ -552,12 +552,16 @@ def _scoring_data(data, stream, full_stream):
     return None
 
 
-def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=None) -> dict:
+def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=None,
+             progress=None) -> dict:
     """Run one cell and return its JSON-serialisable record.
 
     ``candidates``: for a tuned cell, the folder in which each searched candidate is
     saved as it finishes (``ContinualGridSearch(checkpoint_dir=...)``), so that the
-    cell, run again after an interruption, resumes its search."""
+    cell, run again after an interruption, resumes its search. ``progress``: the file
+    in which the stream saves its progress after every task (``evaluate_stream(
+    checkpoint=...)``), so that the cell, run again, resumes after its last saved
+    task."""
     import torch
 
     from . import __version__
@@ -587,6 +591,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=N
         result = evaluate_stream(
             est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
             groups=data.subject_train, clone_estimator=False, confusion=True,
+            checkpoint=progress,
         )
         used_threads = torch.get_num_threads()
     finally:
@@ -710,6 +715,10 @@ LOCKS = "locks"
 #: The folder of the candidates of tuned cells not yet finished (one subfolder a
 #: cell), inside a results folder: an interrupted search resumes from them.
 CANDIDATES = "candidates"
+#: The folder of the streams of cells not yet finished (``<key>.pkl``: the estimator
+#: after its last finished task), inside a results folder: an interrupted cell
+#: resumes after that task.
+PROGRESS = "progress"
 
 
 def _lock(results: Path, name: str):
@@ -733,12 +742,15 @@ def remove_stray_temporaries(results) -> list[Path]:
 
     removed = []
     results = Path(results)
-    # a candidate file is written under its cell's lock
-    folders = [(results, None), (results / "cells", None)] + [
-        (folder, f"{folder.name}.json") for folder in sorted((results / CANDIDATES).glob("*"))]
-    for folder, cell_file in folders:
+    # The lock that guards each folder's files, from the name of the file written:
+    # candidate and progress files are written under their cell's lock.
+    folders = [(results, str), (results / "cells", str),
+               (results / PROGRESS, lambda name: f"{Path(name).stem}.json")] + [
+        (folder, lambda name, cell=f"{folder.name}.json": cell)
+        for folder in sorted((results / CANDIDATES).glob("*"))]
+    for folder, lock_of in folders:
         for tmp in sorted(p for p in folder.glob(".*.tmp") if _is_temporary(p)):
-            target = cell_file or tmp.name[1:].rsplit(".", 2)[0]
+            target = lock_of(tmp.name[1:].rsplit(".", 2)[0])
             try:
                 with _lock(results, target).acquire(timeout=0):
                     tmp.unlink(missing_ok=True)
@@ -834,6 +846,8 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
         results = check_results_dir(results)
         cells = config.cells()
         done = {r["key"] for r in load_results(results, move_corrupt=True)}
+        for key in done:  # left by a process killed between writing a cell and this
+            (results / PROGRESS / f"{key}.pkl").unlink(missing_ok=True)
         todo = [c for c in cells if c.key not in done]
         log(f"{len(cells)} cells: {len(cells) - len(todo)} already in {results}, "
             f"{len(todo)} to run")
@@ -859,6 +873,7 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
     from tqdm.auto import tqdm
 
     from ._training import interactive_stderr
+    from .evaluation import saved_tasks
 
     bars = progress and interactive_stderr()  # elsewhere (a log): one line per cell
     verbose = int(bars and n_jobs == 1 and client is None)
@@ -888,10 +903,15 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
                     held[c.key] = lock
                     saved = results / CANDIDATES / c.key if config.tune else None
                     n_saved = len(list(saved.glob("*.json"))) if saved else 0
-                    if n_saved:
+                    progress_file = results / PROGRESS / f"{c.key}.pkl"
+                    n_tasks = saved_tasks(progress_file)
+                    if n_tasks:
+                        log(f"{c.method} on {c.dataset}, run {c.run}: resuming its stream "
+                            f"after task {n_tasks}")
+                    elif n_saved:
                         log(f"{c.method} on {c.dataset}, run {c.run}: resuming its search "
                             f"from {n_saved} saved candidate{'s' * (n_saved != 1)}")
-                    yield delayed(run_cell)(c, config, verbose, saved)
+                    yield delayed(run_cell)(c, config, verbose, saved, progress_file)
 
             try:
                 with parallel_config(**backend):
@@ -900,6 +920,7 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
                         write_json_atomic(cells_dir / f"{record['key']}.json", record)
                         # the record holds every candidate: the saved ones are done with
                         shutil.rmtree(results / CANDIDATES / record["key"], ignore_errors=True)
+                        (results / PROGRESS / f"{record['key']}.pkl").unlink(missing_ok=True)
                         held.pop(record["key"]).release()
                         computed += 1
                         bar.update(1)

@@ -27,8 +27,11 @@ distribution, the paper's reporting.
 from __future__ import annotations
 
 import inspect
+import pickle
 import time
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -36,6 +39,8 @@ from sklearn.base import clone
 from sklearn.metrics import confusion_matrix as sk_confusion_matrix
 from sklearn.utils import _safe_indexing
 
+from ._atomic import write_bytes_atomic
+from ._digest import digest
 from .metrics import (
     average_accuracies,
     check_accuracy_matrix,
@@ -151,6 +156,10 @@ class StreamResult:
         task's samples.
     confusion_labels : ndarray of shape (C,) or None
         Every label of the test tasks, sorted.
+    resumed_tasks : int
+        How many tasks were read from a ``checkpoint`` saved by an earlier,
+        interrupted call rather than learned in this one (their ``fit_time`` and
+        ``eval_time`` are those of that call).
     """
 
     accuracy_matrix: np.ndarray
@@ -166,6 +175,7 @@ class StreamResult:
     zero_shot: np.ndarray | None = None
     confusion: np.ndarray | None = None
     confusion_labels: np.ndarray | None = None
+    resumed_tasks: int = 0
 
     @property
     def n_tasks(self) -> int:
@@ -191,6 +201,8 @@ class StreamResult:
         for name in ("dmi_matrix", "zero_shot", "confusion", "confusion_labels"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name).tolist()
+        if self.resumed_tasks:
+            out["resumed_tasks"] = self.resumed_tasks
         return out
 
     def to_frame(self, kind="tasks"):
@@ -319,6 +331,7 @@ def evaluate_stream(
     confusion=False,
     clone_estimator=True,
     return_estimator=False,
+    checkpoint=None,
 ) -> StreamResult:
     """Train task by task and evaluate on every task after each one.
 
@@ -367,6 +380,15 @@ def evaluate_stream(
     clone_estimator : bool, default=True
     return_estimator : bool, default=False
         Keep the fitted estimator in the result.
+    checkpoint : str or path, default=None
+        A file in which the progress is saved after every task but the last: the
+        fitted estimator (pickled) and the rows of the results so far. A call with
+        the same file, estimator parameters, data, stream and options resumes after
+        the last saved task, with the same numbers as a call never interrupted
+        (clestim's estimators reseed from their own state at every task); a file
+        saved by any other call is ignored with a warning, and so is an unreadable
+        one. The file is deleted when the stream is complete. It is a pickle: load
+        only files you wrote.
 
     Returns
     -------
@@ -452,7 +474,24 @@ def evaluate_stream(
     fwt_defined = mode == "class" and (zero_shot_est is not None or fwt_baseline != "zero_shot")
     fit_time = np.zeros(T)
     eval_time = np.zeros(T)
+    progress = done = None
+    if checkpoint is not None:
+        progress = _StreamProgress(checkpoint, (
+            estimator, X_train, y_train, X_test, y_test, groups, groups_test, train_tasks,
+            test_tasks, mode, forgetting_convention, fwt_baseline, declare_classes, dmi,
+            dmi_random_state, confusion))
+        done = progress.load()
+    if done is not None:  # into ``est`` itself: with clone_estimator=False it is the caller's
+        vars(est).clear()
+        vars(est).update(vars(done["estimator"]))
+        A, fit_time, eval_time, fwt_defined = done["A"], done["fit_time"], done["eval_time"], \
+            done["fwt_defined"]
+        counts = done["confusion"] if confusion else None
+        D = done["dmi"] if dmi else None
+    resumed = 0 if done is None else done["tasks_done"]
     for i, idx in enumerate(train_tasks):
+        if i < resumed:
+            continue
         Xi = _safe_indexing(X_train, idx)
         yi = stream.relabel(y_train[idx], i)
         gi = None if groups is None else groups[idx]
@@ -476,6 +515,11 @@ def evaluate_stream(
         if dmi:
             D[i] = dmi_row(est.transform(X_dmi), y_dmi, masks, random_state=dmi_random_state)
         eval_time[i] = time.perf_counter() - start
+        if progress is not None and i + 1 < T:
+            progress.save({"estimator": est, "tasks_done": i + 1, "A": A,
+                           "fit_time": fit_time, "eval_time": eval_time,
+                           "fwt_defined": fwt_defined, "confusion": counts if confusion else None,
+                           "dmi": D if dmi else None})
     A = check_accuracy_matrix(A)
     zero_shot = None
     baseline = None if isinstance(fwt_baseline, str) else fwt_baseline
@@ -498,6 +542,8 @@ def evaluate_stream(
     )
     if not fwt_defined:
         metrics["forward_transfer"] = float("nan")  # see Notes: undefined, not 0
+    if progress is not None:
+        progress.remove()
     return StreamResult(
         accuracy_matrix=A,
         task_classes=[np.asarray(c) for c in stream.task_classes_],
@@ -512,7 +558,59 @@ def evaluate_stream(
         zero_shot=zero_shot,
         confusion=counts if confusion else None,
         confusion_labels=labels if confusion else None,
+        resumed_tasks=resumed,
     )
+
+
+class _StreamProgress:
+    """The ``checkpoint`` file of :func:`evaluate_stream`: a pickled header (format,
+    the digest of everything the run depends on, tasks done), then the state."""
+
+    FORMAT = 1
+
+    def __init__(self, path, parts):
+        self.path = Path(path)
+        self.fingerprint = digest(parts)
+
+    def load(self) -> dict | None:
+        """The saved state, or None (with a warning when a file is there but unusable)."""
+        if not self.path.exists():
+            return None
+        try:
+            with open(self.path, "rb") as f:
+                header = pickle.load(f)
+                if (header.get("format"), header.get("fingerprint")) != (
+                        self.FORMAT, self.fingerprint):
+                    problem = "saved by a run with other parameters, data or options"
+                else:
+                    return pickle.load(f)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file: start over
+            problem = f"unreadable ({type(exc).__name__}: {exc})"
+        warnings.warn(f"ignoring the checkpoint {self.path}: {problem}; the stream starts "
+                      "from its first task", UserWarning, stacklevel=3)
+        return None
+
+    def save(self, state: dict) -> None:
+        header = {"format": self.FORMAT, "fingerprint": self.fingerprint,
+                  "tasks_done": state["tasks_done"]}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(self.path, pickle.dumps(header) + pickle.dumps(state, protocol=5))
+        except OSError as exc:  # the stream goes on; only resuming is lost
+            warnings.warn(f"could not save the checkpoint {self.path}: {exc}", stacklevel=3)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def saved_tasks(checkpoint) -> int:
+    """How many tasks the :func:`evaluate_stream` ``checkpoint`` file holds (0 when there
+    is no readable file); reads only its header."""
+    try:
+        with open(checkpoint, "rb") as f:
+            return int(pickle.load(f).get("tasks_done", 0))
+    except Exception:  # noqa: BLE001 - missing or unreadable: nothing to resume
+        return 0
 
 
 def _untrained(estimator, X, y, groups, **kwargs):

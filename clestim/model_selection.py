@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import time
-import uuid
 import warnings
 from pathlib import Path
 
@@ -45,6 +43,7 @@ from sklearn.model_selection import ParameterGrid, train_test_split
 from sklearn.utils import _safe_indexing
 
 from ._atomic import write_json_atomic
+from ._digest import canonical
 from .metrics import METRICS, compute_metrics, snapshot_accuracy_matrix
 from .streams import default_stream, validation_experiment_split
 
@@ -82,34 +81,10 @@ def _evaluate_candidate(estimator, params, stream_param, stream, Xtr, ytr, gtr, 
     return metrics, fit_time
 
 
-def _canonical(value):
-    """A description of ``value`` that is equal for equal values, in any process:
-    estimators by their class and parameters, arrays by their bytes, and anything
-    else by its pickle; a value that does not pickle gets a new token each time
-    (never reused). Unlike ``repr``, nothing is elided."""
-    if isinstance(value, (str, int, float, bool, type(None), np.generic)):
-        return repr(value)
-    if hasattr(value, "get_params") and not isinstance(value, type):
-        params = value.get_params(deep=False)
-        return (type(value).__module__, type(value).__qualname__,
-                tuple((k, _canonical(v)) for k, v in sorted(params.items()) if k != "verbose"))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((repr(k), _canonical(v)) for k, v in value.items())))
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_canonical(v) for v in value))
-    if isinstance(value, np.ndarray) and value.dtype != object:
-        data = hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()
-        return ("ndarray", value.dtype.str, value.shape, data)
-    try:
-        return ("pickle", hashlib.sha1(pickle.dumps(value, protocol=4)).hexdigest())
-    except Exception:  # noqa: BLE001 - any object that does not pickle is simply not reused
-        return ("unique", uuid.uuid4().hex)
-
-
 def _candidate_files(folder, search_parts, candidates) -> list[Path]:
     """One file name per candidate: a digest of everything its result depends on."""
-    base = repr(_canonical(search_parts))
-    return [Path(folder) / (hashlib.sha1((base + repr(_canonical(params))).encode())
+    base = repr(canonical(search_parts))  # names of saved files: keep this formula
+    return [Path(folder) / (hashlib.sha1((base + repr(canonical(params))).encode())
                             .hexdigest()[:20] + ".json") for params in candidates]
 
 

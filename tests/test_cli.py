@@ -317,6 +317,51 @@ def test_tuned_cell_interrupted_mid_search_resumes_it(tmp_path, monkeypatch):
     assert record["accuracy_matrix"] == fresh["accuracy_matrix"]
 
 
+def test_cell_interrupted_mid_stream_resumes_after_its_last_task(tmp_path, monkeypatch):
+    from clestim.base import ContinualClassifier
+
+    config = BenchmarkConfig.from_dict({
+        "datasets": ["basic_motions"], "methods": ["ER"], "max_epochs": 2,
+        "classes_per_task": 1})  # 4 tasks of one class
+    learn, tasks = ContinualClassifier.partial_fit_task, []
+
+    def session_ends_at_the_third_task(self, X, y, *args, **kwargs):
+        tasks.append(sorted(set(y.tolist())))
+        if len(tasks) == 3:
+            raise RuntimeError("the session ended")
+        return learn(self, X, y, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ContinualClassifier, "partial_fit_task", session_ends_at_the_third_task)
+        with pytest.raises(RuntimeError, match="the session ended"):
+            run_benchmark(config, tmp_path / "a", progress=False, log=lambda message: None)
+    (saved,) = (tmp_path / "a" / "progress").iterdir()
+    assert saved.name == f"{config.cells()[0].key}.pkl" and not load_results(tmp_path / "a")
+    stray = saved.parent / f".{saved.name}.abc.tmp"  # a write the kill cut short
+    stray.write_bytes(b"\x80")
+    assert remove_stray_temporaries(tmp_path / "a") == [stray]
+
+    learned = tasks[:2]
+    tasks.clear()
+    lines = []
+    with monkeypatch.context() as patch:
+        patch.setattr(ContinualClassifier, "partial_fit_task",
+                      lambda self, X, y, *a, **k: tasks.append(sorted(set(y.tolist())))
+                      or learn(self, X, y, *a, **k))
+        (record,) = run_benchmark(config, tmp_path / "a", progress=False, log=lines.append)
+    assert len(tasks) == 2 and not set(map(tuple, tasks)) & set(map(tuple, learned))
+    assert "ER on basic_motions, run 0: resuming its stream after task 2" in lines
+    assert record["resumed_tasks"] == 2 and not saved.exists()
+    saved.write_bytes(b"left by a kill between the cell's write and the file's removal")
+    run_benchmark(config, tmp_path / "a", progress=False, log=lambda message: None)
+    assert not saved.exists()  # the cell is done: its progress is of no use
+    # the same numbers as a cell never interrupted
+    (fresh,) = run_benchmark(config, tmp_path / "b", progress=False, log=lambda message: None)
+    assert "resumed_tasks" not in fresh
+    for name in ("accuracy_matrix", "confusion", "metrics", "epochs", "task_classes"):
+        assert record[name] == fresh[name], name
+
+
 def test_gr_grid_tunes_the_generator_and_set_takes_json_objects():
     from clestim import benchmark
     from clestim.cli import _config, _parser, _value

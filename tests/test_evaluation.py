@@ -19,6 +19,7 @@ from clestim.evaluation import (  # noqa: E402
     confidence_interval,
     evaluate_runs,
     evaluate_stream,
+    saved_tasks,
 )
 from clestim.plotting import (  # noqa: E402
     plot_accuracy_matrix,
@@ -141,6 +142,79 @@ def test_evaluate_stream_counts_where_each_class_went(data):
                            confusion=True)  # only the tasks learnt so far are counted
     assert task.confusion.sum(axis=(1, 2)).tolist() == [10, 20, 30]
     assert "confusion" not in evaluate_stream(CentroidCL(), stream, Xtr, ytr, Xte, yte).to_dict()
+
+
+class SessionEnded(Exception):
+    pass
+
+
+def test_evaluate_stream_resumes_from_its_checkpoint(data, tmp_path, monkeypatch):
+    Xtr, ytr, Xte, yte = data
+    stream = ClassIncremental(class_order=range(6))  # tasks {0, 1}, {2, 3}, {4, 5}
+    path = tmp_path / "progress" / "run.pkl"
+    learned, learn, end_at = [], CentroidCL.partial_fit_task, [3]
+
+    def partial_fit_task(self, X, y, groups=None):
+        learned.append(sorted(set(y.tolist())))
+        if len(learned) == end_at[0]:
+            raise SessionEnded
+        return learn(self, X, y, groups)
+
+    monkeypatch.setattr(CentroidCL, "partial_fit_task", partial_fit_task)
+    run = dict(confusion=True, checkpoint=path)
+    with pytest.raises(SessionEnded):
+        evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, **run)
+    assert saved_tasks(path) == 2 and saved_tasks(tmp_path / "none.pkl") == 0
+    learned.clear()
+    end_at[0] = None
+    est = CentroidCL(forget=True)
+    res = evaluate_stream(est, stream, Xtr, ytr, Xte, yte, clone_estimator=False, **run)
+    assert learned == [[4, 5]]  # only the task not saved
+    assert res.resumed_tasks == 2 and res.to_dict()["resumed_tasks"] == 2
+    assert est.n_tasks_seen_ == 3  # the caller's estimator holds the whole stream
+    assert not path.exists()  # deleted once complete
+    fresh = evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, confusion=True)
+    assert fresh.resumed_tasks == 0 and "resumed_tasks" not in fresh.to_dict()
+    np.testing.assert_array_equal(res.accuracy_matrix, np.eye(3))
+    np.testing.assert_array_equal(res.confusion, fresh.confusion)
+    np.testing.assert_equal(res.metrics, fresh.metrics)
+    np.testing.assert_array_equal(res.fit_time > 0, [True, True, True])
+
+
+def test_evaluate_stream_ignores_a_checkpoint_of_another_run(data, tmp_path, monkeypatch):
+    Xtr, ytr, Xte, yte = data
+    stream = ClassIncremental(class_order=range(6))
+    path = tmp_path / "run.pkl"
+    learn, calls = CentroidCL.partial_fit_task, []
+
+    def ends_at_the_third_task(self, X, y, groups=None):
+        calls.append(1)
+        if len(calls) == 3:
+            raise SessionEnded
+        return learn(self, X, y, groups)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CentroidCL, "partial_fit_task", ends_at_the_third_task)
+        with pytest.raises(SessionEnded):
+            evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, checkpoint=path)
+    saved = path.read_bytes()  # two tasks of the forgetting learner
+    # other parameters, other data, other options: each starts over
+    for est, X, options in [(CentroidCL(), Xtr, {}), (CentroidCL(forget=True), Xtr + 1e-9, {}),
+                            (CentroidCL(forget=True), Xtr, {"mode": "task"})]:
+        path.write_bytes(saved)
+        with pytest.warns(UserWarning, match="saved by a run with other parameters"):
+            res = evaluate_stream(est, stream, X, ytr, Xte, yte, checkpoint=path, **options)
+        assert res.resumed_tasks == 0 and not path.exists()
+        if est.forget:  # a forgetting learner's full run: only the last task is known
+            assert np.nanmax(res.accuracy_matrix[2, :2]) < 1
+        else:
+            np.testing.assert_array_equal(res.accuracy_matrix, np.tril(np.ones((3, 3))))
+    path.write_bytes(saved[: len(saved) // 2])  # cut short
+    with pytest.warns(UserWarning, match="unreadable"):
+        res = evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte,
+                              checkpoint=path)
+    assert res.resumed_tasks == 0
+    np.testing.assert_array_equal(res.accuracy_matrix, np.eye(3))
 
 
 def test_evaluate_stream_task_incremental_mode(data):

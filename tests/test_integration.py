@@ -7,6 +7,7 @@ agree across joblib backends, and fit equals task-by-task learning.
 """
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
 from clestim import ER, Naive
+from clestim.benchmark import available_methods
 from clestim.evaluation import evaluate_stream
 from clestim.metrics import average_forgetting, make_stream_scorer, snapshot_accuracy_matrix
 from clestim.model_selection import ContinualGridSearch
@@ -348,3 +350,35 @@ def test_continual_grid_search_scores_on_given_validation_data():
         search.fit(X_fit, y_fit, validation_data=X_val)
     with pytest.raises(ValueError, match="as many labels as samples, at least one; got 3"):
         search.fit(X_fit, y_fit, validation_data=(X_val[:3], y_val[:2]))
+
+
+#: Every method of the library, small enough to learn two tasks in about a second.
+RESUMABLE = {name: {} for name in available_methods()} | {
+    "HAL": {"anchor_steps": 5},
+    "GR": {"generator_epochs": 1, "generator_params": {"hidden": (8, 8), "latent_dim": 4}},
+    "ENS": {"hidden": (16,), "max_epochs": 2},
+    "ENSGEN": {"hidden": (16,), "max_epochs": 2, "autoencoder_hidden": (16, 8),
+               "n_generated": 40},
+    "ENSGENDEL": {"hidden": (16,), "max_epochs": 2, "autoencoder_hidden": (16, 8),
+                  "n_generated": 40},
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUMABLE))
+def test_every_method_continues_a_stream_from_a_pickle(name, uci_har_small):
+    """A stream resumed from the estimator pickled between two tasks (what
+    ``evaluate_stream(checkpoint=...)`` and ``clestim bench`` do after an
+    interruption) gives exactly the predictions of a stream never interrupted: each
+    task reseeds from the estimator's own state, and nothing else carries over."""
+    X, y = uci_har_small["train"]
+    first, second = ([np.flatnonzero(y == c)[:20] for c in pair] for pair in ([0, 1], [2, 3]))
+    tasks = [(X[np.concatenate(idx)], y[np.concatenate(idx)]) for idx in (first, second)]
+    cls = available_methods()[name]
+    params = dict(max_epochs=1, random_state=0, lr_schedule="step15")
+    if "backbone_params" in cls().get_params() and cls().get_params()["backbone"] == "cnn":
+        params["backbone_params"] = {"channels": (8, 8)}
+    est = cls(**{**params, **RESUMABLE[name]}).partial_fit_task(*tasks[0])
+    resumed = pickle.loads(pickle.dumps(est)).partial_fit_task(*tasks[1])
+    est.partial_fit_task(*tasks[1])
+    X_test = uci_har_small["test"][0][::6]
+    np.testing.assert_array_equal(resumed.predict_proba(X_test), est.predict_proba(X_test))
