@@ -651,13 +651,20 @@ def _fingerprint(dataset: str, data_home) -> str:
 
 def _epochs(est) -> dict:
     """``{'epochs': [...]}`` (and ``'generator_epochs'`` for GR): per task, how many
-    epochs ran; empty for estimators whose history is not one row an epoch."""
-    out = {}
-    for key, attribute in (("epochs", "history_"), ("generator_epochs", "generator_history_")):
+    epochs ran; empty for estimators whose history is not one row an epoch. With
+    them, ``'valid_curves'``: per task, the early-stopping score of every epoch
+    (the learner's ``valid_loss``, GR's generator's ``generator_valid_mse``; 6
+    significant digits), which shows why early stopping ended where it did."""
+    out, curves = {}, {}
+    for key, attribute, score in (("epochs", "history_", "valid_loss"),
+                                  ("generator_epochs", "generator_history_", "valid_mse")):
         history = getattr(est, attribute, None)
         if history and all("epoch" in row for task in history for row in task):
             out[key] = [len(task) for task in history]
-    return out
+            if all(row.get(score) is not None for task in history for row in task):
+                curves[score if key == "epochs" else f"generator_{score}"] = [
+                    [float(f"{row[score]:.6g}") for row in task] for task in history]
+    return {**out, **({"valid_curves": curves} if curves else {})}
 
 
 def _jsonable(v):

@@ -597,3 +597,10 @@ def test_cells_record_the_epochs_early_stopping_ran(tmp_path):
     assert "generator_epochs" not in by_method["Naive"]
     generator = by_method["GR"]["generator_epochs"]
     assert len(generator) == n_tasks and all(2 <= e <= 4 for e in generator)
+    # and the score of every epoch that early stopping read
+    curves = by_method["GR"]["valid_curves"]
+    assert [len(task) for task in curves["valid_loss"]] == by_method["GR"]["epochs"]
+    assert [len(task) for task in curves["generator_valid_mse"]] == generator
+    for task in curves["generator_valid_mse"]:  # patience 1: stopped at the first rise
+        assert len(task) == 4 or task[-1] >= min(task[:-1])
+    assert list(by_method["Naive"]["valid_curves"]) == ["valid_loss"]
