@@ -9,7 +9,9 @@
 # documented defaults); tuned cells (--tune) search TSCIL's grid on the validation
 # stream of every run, as the paper does (on UCI-HAR: on TSCIL's 10% hold-out).
 #
-# Finished cells are kept in the results folders, so rerunning resumes. LayerNorm comes
+# Finished cells are kept in the results folders, so rerunning resumes: a cell that was
+# interrupted resumes after its last finished task (progress/, kept on this disk, not
+# in git) and a tuned cell's search from its saved candidates. LayerNorm comes
 # first: the untuned cells (runs 0-2 of every cell before runs 3 and 4), then GR (TSCIL's
 # VAE and the standardising one), then the tuned UCI-HAR cells of the methods whose
 # defaults the paper tuned (LwF, MAS, CLOPS, DT2W, then GR); then BatchNorm, untuned and GR.

@@ -30,7 +30,7 @@ def test_every_flag_has_help():
             assert action.help, f"clestim {name} {action.option_strings or action.dest}"
 
 
-def _fake_cell(cell, config, verbose=0, candidates=None):
+def _fake_cell(cell, config, verbose=0, candidates=None, progress=None):
     """A finished cell without the training (Naive 50%, LwF 40%)."""
     final = {"Naive": 0.5, "LwF": 0.4}[cell.method]
     return {"key": cell.key, "dataset": cell.dataset, "method": cell.method, "run": cell.run,
