@@ -656,14 +656,15 @@ def _epochs(est) -> dict:
     (the learner's ``valid_loss``, GR's generator's ``generator_valid_mse``; 6
     significant digits), which shows why early stopping ended where it did."""
     out, curves = {}, {}
-    for key, attribute, score in (("epochs", "history_", "valid_loss"),
-                                  ("generator_epochs", "generator_history_", "valid_mse")):
+    for key, attribute, score, curve in (
+            ("epochs", "history_", "valid_loss", "valid_loss"),
+            ("generator_epochs", "generator_history_", "valid_mse", "generator_valid_mse")):
         history = getattr(est, attribute, None)
         if history and all("epoch" in row for task in history for row in task):
             out[key] = [len(task) for task in history]
             if all(row.get(score) is not None for task in history for row in task):
-                curves[score if key == "epochs" else f"generator_{score}"] = [
-                    [float(f"{row[score]:.6g}") for row in task] for task in history]
+                curves[curve] = [[float(f"{row[score]:.6g}") for row in task]
+                                 for task in history]
     return {**out, **({"valid_curves": curves} if curves else {})}
 
 
@@ -726,6 +727,11 @@ CANDIDATES = "candidates"
 #: after its last finished task), inside a results folder: an interrupted cell
 #: resumes after that task.
 PROGRESS = "progress"
+
+
+def _progress_file(results: Path, key: str) -> Path:
+    """The file in which cell ``key`` saves its stream's progress."""
+    return results / PROGRESS / f"{key}.pkl"
 
 
 def _lock(results: Path, name: str):
@@ -854,7 +860,7 @@ def run_benchmark(config, results, *, n_jobs=1, scheduler=None, progress=True, l
         cells = config.cells()
         done = {r["key"] for r in load_results(results, move_corrupt=True)}
         for key in done:  # left by a process killed between writing a cell and this
-            (results / PROGRESS / f"{key}.pkl").unlink(missing_ok=True)
+            _progress_file(results, key).unlink(missing_ok=True)
         todo = [c for c in cells if c.key not in done]
         log(f"{len(cells)} cells: {len(cells) - len(todo)} already in {results}, "
             f"{len(todo)} to run")
@@ -910,7 +916,7 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
                     held[c.key] = lock
                     saved = results / CANDIDATES / c.key if config.tune else None
                     n_saved = len(list(saved.glob("*.json"))) if saved else 0
-                    progress_file = results / PROGRESS / f"{c.key}.pkl"
+                    progress_file = _progress_file(results, c.key)
                     n_tasks = saved_tasks(progress_file)
                     if n_tasks:
                         log(f"{c.method} on {c.dataset}, run {c.run}: resuming its stream "
@@ -927,7 +933,7 @@ def _run_cells(todo, config, results, n_jobs, client, progress, log) -> tuple[in
                         write_json_atomic(cells_dir / f"{record['key']}.json", record)
                         # the record holds every candidate: the saved ones are done with
                         shutil.rmtree(results / CANDIDATES / record["key"], ignore_errors=True)
-                        (results / PROGRESS / f"{record['key']}.pkl").unlink(missing_ok=True)
+                        _progress_file(results, record["key"]).unlink(missing_ok=True)
                         held.pop(record["key"]).release()
                         computed += 1
                         bar.update(1)

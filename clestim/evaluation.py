@@ -484,8 +484,8 @@ def evaluate_stream(
     if done is not None:  # into ``est`` itself: with clone_estimator=False it is the caller's
         vars(est).clear()
         vars(est).update(vars(done["estimator"]))
-        A, fit_time, eval_time, fwt_defined = done["A"], done["fit_time"], done["eval_time"], \
-            done["fwt_defined"]
+        A, fit_time, eval_time = done["A"], done["fit_time"], done["eval_time"]
+        fwt_defined = done["fwt_defined"]
         counts = done["confusion"] if confusion else None
         D = done["dmi"] if dmi else None
     resumed = 0 if done is None else done["tasks_done"]
