@@ -618,6 +618,8 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=N
         **_epochs(est),
         "wall_s": time.perf_counter() - start,
         "torch_threads": used_threads,
+        # float results are bit-for-bit only on the same kernels: see hardware()
+        "hardware": hardware(config.device),
         "precision": config.precision,
         # what ran: 'bf16' falls back to 'fp32' on a CPU without native bfloat16
         "precision_used": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[
@@ -637,6 +639,33 @@ def _search_record(search) -> dict:
         {"params": {k: _jsonable(v) for k, v in res["params"][i].items()},
          "score": float(res[f"val_{search.scoring}"][i]),
          "fit_time": round(float(res["fit_time"][i]), 1)} for i in order]}
+
+
+def hardware(device: str = "cpu") -> dict:
+    """What computed a cell: the CPU's model name and the instruction set torch's CPU
+    kernels were compiled for here (``torch.backends.cpu.get_cpu_capability()``,
+    e.g. ``'AVX2'``, ``'AVX512'``), and the GPU's name when ``device`` is CUDA.
+
+    Not part of a cell's key: a cell is the same experiment on any machine, but its
+    numbers are bit-for-bit the same only where the kernels are. ATen and oneDNN
+    pick kernels by instruction set, and kernels for other instruction sets round
+    differently; early stopping and a long stream amplify these differences."""
+    import platform
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:  # not Linux
+        pass
+    out = {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return out
 
 
 @lru_cache(maxsize=4)

@@ -5,7 +5,8 @@ Writes, for the cells in ``RESULTS/cells``:
 * ``table.md`` and ``table.csv``: mean ± 95% CI of A_T, F_T and A_cur (percent)
   per dataset, setting and method, laid out like Table 3 of TSCIL (Qiao et al.
   2024), with the paper's published numbers and our difference beside them where
-  the paper has the dataset;
+  the paper has the dataset; then the hyperparameters every column ran with and
+  the machines that computed the cells;
 * ``average_accuracy_<dataset>_<setting>.png``: the A_i evolution of every method
   with a CI band over runs (the paper's Figure 2);
 * ``accuracy_matrix_<dataset>_<setting>_<method>.png``: heatmaps of the mean
@@ -208,6 +209,26 @@ def hyperparameters(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def machines(records: list[dict]) -> str:
+    """Which machines computed the cells, from each cell's ``hardware``: per dataset
+    and setting, the cells of each CPU (its model and kernels' instruction set) and
+    GPU. Numbers are bit-for-bit reproducible only on the same kernels
+    (:func:`clestim.benchmark.hardware`)."""
+    blocks = {}
+    for r in records:
+        hw = r.get("hardware")
+        label = "not recorded (cells older than the record of hardware)" if hw is None else (
+            f"{hw['cpu']} ({hw['cpu_capability']})" + (f", {hw['gpu']}" if "gpu" in hw else ""))
+        counts = blocks.setdefault((r["dataset"], r["setting"]), {})
+        counts[label] = counts.get(label, 0) + 1
+    lines = []
+    for (dataset, setting), counts in sorted(blocks.items()):
+        lines += [f"### Computed on: {dataset} ({setting})", ""]
+        lines += [f"- {label}: {n} cell{'s' * (n != 1)}" for label, n in sorted(counts.items())]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def write_report(results, out=None) -> list[Path]:
     """Write the tables and plots of ``results`` into ``out`` (default: ``results``)."""
     from .plotting import (
@@ -226,7 +247,8 @@ def write_report(results, out=None) -> list[Path]:
     written = [out / "table.md", out / "table.csv"]
     header = ("# clestim benchmark\n\nMean ± 95% CI (t distribution) over runs, in percent. "
               + LEGEND + "\n")
-    written[0].write_text(header + markdown_table(frame) + "\n" + hyperparameters(records))
+    written[0].write_text(header + markdown_table(frame) + "\n" + hyperparameters(records)
+                         + "\n" + machines(records))
     frame.to_csv(written[1], index=False)
     groups = {}
     for r in records:

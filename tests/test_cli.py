@@ -581,6 +581,30 @@ def test_report_states_the_hyperparameters_each_column_ran_with(tmp_path):
     assert "stream" not in record["estimator_params"]
 
 
+def test_cells_record_the_machine_that_computed_them(tmp_path):
+    """Float results are bit-for-bit only on the same CPU kernels, so each cell says
+    which computed it, and the report counts the cells of each machine."""
+    import torch
+
+    from clestim.report import machines
+
+    config = BenchmarkConfig.from_dict({"datasets": ["basic_motions"], "methods": ["Naive"],
+                                        "max_epochs": 1})
+    (record,) = run_benchmark(config, tmp_path, progress=False, log=lambda message: None)
+    assert record["hardware"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert record["hardware"]["cpu"] and "gpu" not in record["hardware"]
+    cpu = {"cpu": "AMD EPYC", "cpu_capability": "AVX2"}
+    records = [{**_record("a", "ER", 0.5), "hardware": cpu},
+               {**_record("b", "ER", 0.5), "hardware": cpu},
+               {**_record("c", "LwF", 0.5), "hardware": {**cpu, "gpu": "NVIDIA H200"}},
+               _record("d", "Naive", 0.4)]  # an old cell without the record
+    assert machines(records).splitlines() == [
+        "### Computed on: dsa (default)", "",
+        "- AMD EPYC (AVX2): 2 cells",
+        "- AMD EPYC (AVX2), NVIDIA H200: 1 cell",
+        "- not recorded (cells older than the record of hardware): 1 cell"]
+
+
 @pytest.mark.filterwarnings("ignore:GR. the network labels")
 def test_cells_record_the_epochs_early_stopping_ran(tmp_path):
     """Per task, how many learner (and GR generator) epochs ran: how close the
