@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ._atomic import write_json_atomic
+from ._heap import retained_heap
 
 RESULTS_FORMAT = 1
 #: Settings a grid can vary, applied to every method that has the parameter.
@@ -574,26 +575,27 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=N
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads)  # part of the protocol, whatever n_jobs is
     try:
-        start = time.perf_counter()
-        if config.tune:
-            from .model_selection import ContinualGridSearch
+        with retained_heap():  # large tensors reuse freed memory (_heap.py)
+            start = time.perf_counter()
+            if config.tune:
+                from .model_selection import ContinualGridSearch
 
-            grid = config.grid_for(cell.method, cell.dataset)
-            search = ContinualGridSearch(
-                est.set_params(stream=full_stream), grid, refit=False,
-                random_state=config.seed + cell.run, checkpoint_dir=candidates,
-            ).fit(data.X_train, data.y_train,
-                  validation_data=_scoring_data(data, stream, full_stream))
-            best_params = search.best_params_
-            est.set_params(**best_params)
-            searched = _search_record(search)
-        # Subject ids reach the estimator (subject-aware replay); others ignore them.
-        result = evaluate_stream(
-            est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
-            groups=data.subject_train, clone_estimator=False, confusion=True,
-            checkpoint=progress,
-        )
-        used_threads = torch.get_num_threads()
+                grid = config.grid_for(cell.method, cell.dataset)
+                search = ContinualGridSearch(
+                    est.set_params(stream=full_stream), grid, refit=False,
+                    random_state=config.seed + cell.run, checkpoint_dir=candidates,
+                ).fit(data.X_train, data.y_train,
+                      validation_data=_scoring_data(data, stream, full_stream))
+                best_params = search.best_params_
+                est.set_params(**best_params)
+                searched = _search_record(search)
+            # Subject ids reach the estimator (subject-aware replay); others ignore them.
+            result = evaluate_stream(
+                est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
+                groups=data.subject_train, clone_estimator=False, confusion=True,
+                checkpoint=progress,
+            )
+            used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(threads)
     return {
