@@ -352,6 +352,8 @@ def test_cell_interrupted_mid_stream_resumes_after_its_last_task(tmp_path, monke
     assert len(tasks) == 2 and not set(map(tuple, tasks)) & set(map(tuple, learned))
     assert "ER on basic_motions, run 0: resuming its stream after task 2" in lines
     assert record["resumed_tasks"] == 2 and not saved.exists()
+    # its wall time counts the two saved tasks too, not only this call's
+    assert record["wall_s"] >= sum(record["fit_time"]) + sum(record["eval_time"])
     saved.write_bytes(b"left by a kill between the cell's write and the file's removal")
     run_benchmark(config, tmp_path / "a", progress=False, log=lambda message: None)
     assert not saved.exists()  # the cell is done: its progress is of no use
