@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import platform
 import threading
 
@@ -25,7 +26,9 @@ _lock = threading.Lock()
 _depth = 0
 
 
+@functools.cache
 def _glibc():
+    """The process's glibc, or None on any other C library."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
     try:

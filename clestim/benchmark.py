@@ -553,6 +553,7 @@ def _scoring_data(data, stream, full_stream):
     return None
 
 
+@retained_heap()  # large tensors reuse freed memory (_heap.py)
 def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=None,
              progress=None) -> dict:
     """Run one cell and return its JSON-serialisable record.
@@ -575,27 +576,26 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=N
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads)  # part of the protocol, whatever n_jobs is
     try:
-        with retained_heap():  # large tensors reuse freed memory (_heap.py)
-            start = time.perf_counter()
-            if config.tune:
-                from .model_selection import ContinualGridSearch
+        start = time.perf_counter()
+        if config.tune:
+            from .model_selection import ContinualGridSearch
 
-                grid = config.grid_for(cell.method, cell.dataset)
-                search = ContinualGridSearch(
-                    est.set_params(stream=full_stream), grid, refit=False,
-                    random_state=config.seed + cell.run, checkpoint_dir=candidates,
-                ).fit(data.X_train, data.y_train,
-                      validation_data=_scoring_data(data, stream, full_stream))
-                best_params = search.best_params_
-                est.set_params(**best_params)
-                searched = _search_record(search)
-            # Subject ids reach the estimator (subject-aware replay); others ignore them.
-            result = evaluate_stream(
-                est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
-                groups=data.subject_train, clone_estimator=False, confusion=True,
-                checkpoint=progress,
-            )
-            used_threads = torch.get_num_threads()
+            grid = config.grid_for(cell.method, cell.dataset)
+            search = ContinualGridSearch(
+                est.set_params(stream=full_stream), grid, refit=False,
+                random_state=config.seed + cell.run, checkpoint_dir=candidates,
+            ).fit(data.X_train, data.y_train,
+                  validation_data=_scoring_data(data, stream, full_stream))
+            best_params = search.best_params_
+            est.set_params(**best_params)
+            searched = _search_record(search)
+        # Subject ids reach the estimator (subject-aware replay); others ignore them.
+        result = evaluate_stream(
+            est, stream, data.X_train, data.y_train, data.X_test, data.y_test,
+            groups=data.subject_train, clone_estimator=False, confusion=True,
+            checkpoint=progress,
+        )
+        used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(threads)
     return {
@@ -620,8 +620,7 @@ def run_cell(cell: Cell, config: BenchmarkConfig, verbose: int = 0, candidates=N
         **_epochs(est),
         # a resumed cell: this call's time, plus the saved tasks' training and evaluation
         "wall_s": time.perf_counter() - start + float(
-            np.sum(result.fit_time[:result.resumed_tasks])
-            + np.sum(result.eval_time[:result.resumed_tasks])),
+            (result.fit_time + result.eval_time)[:result.resumed_tasks].sum()),
         "torch_threads": used_threads,
         # float results are bit-for-bit only on the same kernels: see hardware()
         "hardware": hardware(config.device),

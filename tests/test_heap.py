@@ -1,8 +1,6 @@
 """retained_heap: large blocks come from the heap and stay there once freed."""
 
-import ctypes
 import json
-import platform
 import subprocess
 import sys
 
@@ -54,13 +52,7 @@ print(json.dumps(out))
 """
 
 
-def _glibc_with_mallinfo2() -> bool:
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    return hasattr(ctypes.CDLL(None), "mallinfo2")
-
-
-@pytest.mark.skipif(not _glibc_with_mallinfo2(),
+@pytest.mark.skipif(not hasattr(_heap._glibc(), "mallinfo2"),
                     reason="mallopt and mallinfo2 are glibc's (2.33+)")
 def test_large_blocks_come_from_the_heap_inside_and_are_mmapped_outside():
     run = subprocess.run([sys.executable, "-c", _MEASURE, _heap.__file__],
