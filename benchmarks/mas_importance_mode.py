@@ -1,4 +1,4 @@
-"""MAS's importance as clestim computes it against TSCIL's code, on the grid's DSA cells.
+"""MAS's importance as clestim computes it against TSCIL's code, on the grid's LN cells.
 
 clestim's :class:`~clestim.MAS` differs from TSCIL's ``agents/mas.py`` in two documented
 ways (its docstring):
@@ -10,19 +10,24 @@ ways (its docstring):
   other parameter (``(1 - alpha) * Omega^t``, 0.2 of it); TSCIL copies their
   ``Omega^t`` unscaled, so the last task's class rows are anchored five times harder.
 
-This reruns the LN DSA MAS cells of the five-run grid (same protocol, class order,
-seed and untuned ``lambda_reg = 1e3``) with either or both of TSCIL's choices patched
-in, and prints one JSON line per run: A_T, F_T, A_cur and, per task, how much larger
-the train-mode importance is than the eval-mode one on the same weights (sum over all
-parameters)::
+This reruns LN MAS cells of the five-run grid (same protocol, class order, seed; the
+untuned ``lambda_reg = 1e3`` unless ``--set`` gives other parameters) with either or
+both of TSCIL's choices patched in, and prints one JSON line per run: A_T, F_T, A_cur
+and, per task, how much larger the train-mode importance is than the eval-mode one on
+the same weights (sum over all parameters)::
 
     python benchmarks/mas_importance_mode.py --variant train --runs 0 1 2
     python benchmarks/mas_importance_mode.py --variant train+head --runs 0 1 2
 
-``--variant eval`` is clestim's MAS, the grid's cells (``results/tscil_layer``).
+``--variant eval`` is clestim's MAS, the grid's cells (``results/tscil_layer``). A tuned
+cell's refit is the cell of its ``best_params``, e.g. UCI-HAR's run 4::
+
+    python benchmarks/mas_importance_mode.py --dataset uci_har --variant head --runs 4 \
+        --set lambda_reg=10000 --set lr_schedule=onecycle
 """
 
 import argparse
+import ast
 import json
 import time
 
@@ -77,14 +82,24 @@ def main():
     parser.add_argument("--variant", choices=["eval", "train", "head", "train+head"],
                         default="train")
     parser.add_argument("--runs", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--dataset", choices=["dsa", "uci_har"], default="dsa")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a MAS parameter, e.g. lambda_reg=1e4 (repeatable)")
     parser.add_argument("--data-home", default="../shared/data")
     parser.add_argument("--max-epochs", type=int, default=100,
                         help="epochs per task (100: the grid's protocol; less for a smoke test)")
     args = parser.parse_args()
+    params = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        try:
+            params[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            params[name] = value  # a bare string such as onecycle
     config = BenchmarkConfig.from_dict({
-        "datasets": ["dsa"], "methods": ["MAS"], "settings": {"norm": ["layer"]},
+        "datasets": [args.dataset], "methods": ["MAS"], "settings": {"norm": ["layer"]},
         "runs": max(args.runs) + 1, "data_home": args.data_home,
-        "max_epochs": args.max_epochs,
+        "max_epochs": args.max_epochs, "params": {"MAS": params},
     })
     cells = {cell.run: cell for cell in config.cells()}
     ratios = []
@@ -95,7 +110,7 @@ def main():
         record = run_cell(cells[run], config)
         metrics = record["metrics"]
         print(json.dumps({
-            "run": run, "variant": args.variant, "key": record["key"],
+            "run": run, "variant": args.variant, "key": record["key"], "params": params,
             "A_T": round(100 * metrics["average_accuracy"], 1),
             "F_T": round(100 * metrics["average_forgetting"], 1),
             "A_cur": round(100 * metrics["learning_accuracy"], 1),

@@ -137,7 +137,8 @@ class MAS(QuadraticPenalty):
     dropout, BatchNorm running statistics untouched; TSCIL uses train mode), and the
     head rows of classes learned in the last task enter the average as
     ``(1 - alpha) * Omega^t`` like every other parameter (TSCIL copies their
-    unscaled ``Omega^t``).
+    unscaled ``Omega^t``). Their effect on TSCIL's benchmarks is measured by
+    ``benchmarks/mas_importance_mode.py`` (``benchmarks/README.md``).
 
     The importances are computed in **float32** whatever ``precision`` (after the
     task's training, outside autocast): averaged absolute gradients of small
