@@ -37,7 +37,8 @@ class GR(ContinualClassifier):
     for up to ``generator_epochs`` epochs with Adam (one optimizer for the whole
     stream, as TSCIL) and early stopping on the validation split's mean squared
     reconstruction error (decoded from the latent mean; TSCIL decodes a sampled
-    latent), restoring the best weights. The generator sees the raw
+    latent, which on DSA stops its VAE at the same epochs: ``benchmarks/README.md``),
+    restoring the best weights. The generator sees the raw
     input; the learner's input normalisation stays inside the learner.
 
     With ``precision='bf16'``/``'fp16'`` the learner's steps (including the previous
