@@ -38,7 +38,8 @@ def main() -> None:
     parser.add_argument("--task", type=int, default=1, help="task index in the stream")
     parser.add_argument("--run", type=int, default=0, help="run r: class order of seed 1234 + r")
     parser.add_argument("--epochs", default="20,60,100,150", help="epochs at which to report")
-    parser.add_argument("--vae", default="{}", help="TimeVAE keyword arguments, as JSON")
+    parser.add_argument("--vae", default='{"standardize": false}',
+                        help="TimeVAE keyword arguments, as JSON (default: TSCIL's VAE)")
     parser.add_argument("--oracle-epochs", type=int, default=8)
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("CLESTIM_THREADS", "2")))
