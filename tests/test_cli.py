@@ -372,6 +372,7 @@ def test_gr_grid_tunes_the_generator_and_set_takes_json_objects():
     grid = config.grid_for("GR")
     assert grid["generator_lr"] == [1e-3, 1e-4]
     assert [p["recon_weight"] for p in grid["generator_params"]] == [1e-3, 1e-2, 0.1, 1.0, 10.0]
+    assert all(p["standardize"] is False for p in grid["generator_params"])  # TSCIL's VAE
     assert _value('{"recon_weight": 0.01}') == {"recon_weight": 0.01}
     with pytest.raises(ValueError, match="not a JSON object"):
         _value("{recon_weight: 0.01}")

@@ -55,8 +55,9 @@ def test_time_vae_standardizes_per_channel_so_units_do_not_matter():
     draws = [vae.sample(3, torch.Generator().manual_seed(2)),
              scaled.sample(3, torch.Generator().manual_seed(2))]
     assert torch.allclose(draws[1], draws[0] * units + 5.0, rtol=1e-4, atol=1e-3)
-    raw = TimeVAE(3, 16, latent_dim=4, hidden=(8,)).adapt(x * units)
+    raw = TimeVAE(3, 16, latent_dim=4, hidden=(8,), standardize=False).adapt(x * units)
     assert torch.equal(raw.loc, torch.zeros(3, 1)) and torch.equal(raw.scale, torch.ones(3, 1))
+    assert TimeVAE(3, 16).standardize  # the default; False is TSCIL's VAE
 
 
 def test_gr_learns_and_forgets_less_than_naive(uci_har_small):
@@ -103,10 +104,10 @@ def test_swappable_generator_module_and_factory(uci_har_small):
     assert not torch.equal(est.generator_.mean, template.mean)  # the copy trained
     est = GR(**TINY).fit(X, y)
     assert isinstance(est.generator_, TimeVAE) and est.generator_.latent_dim == 16
-    assert torch.equal(est.generator_.scale, torch.ones(X.shape[1], 1))  # raw input by default
-    est = GR(**{**TINY, "generator_params": {"standardize": True}}).fit(X, y)
     first = torch.tensor(X[np.isin(y, est.task_classes_[0])])  # the scaling of the first task
     assert torch.allclose(est.generator_.loc.squeeze(1), first.mean(dim=(0, 2)), atol=1e-5)
+    est = GR(**{**TINY, "generator_params": {"standardize": False}}).fit(X, y)  # TSCIL's VAE
+    assert torch.equal(est.generator_.scale, torch.ones(X.shape[1], 1))
     est = GR(**{**TINY, "generator_params": {"recon_weight": 0.01}}).fit(X, y)
     assert est.generator_.recon_weight == 0.01 and est.generator_.latent_dim == 16
     assert TimeVAE(9, 128).recon_weight == 0.1  # TSCIL's default recon_wt

@@ -29,7 +29,7 @@ DEFAULTS = {
     "MAS": {"alpha": 0.8, "lambda_reg": 1000.0},
     "EWC": {"mode": "separate", "decay": 0.5, "lambda_reg": 1000.0},
     "GR": {"generator": None, "generator_params": None, "replay_ratio": 0.5,
-           "replay_batch_size": 32, "generator_epochs": 100, "generator_patience": 20,
+           "replay_batch_size": 32, "generator_epochs": 500, "generator_patience": 20,
            "generator_lr": 1e-3, "batch_size": 32, "patience": 20},
     "ER": REPLAY,
     "Herding": REPLAY,
