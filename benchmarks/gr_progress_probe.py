@@ -55,18 +55,17 @@ def main() -> None:
 
     from clestim import Offline
     from clestim.datasets import load_dsa, load_uci_har
+    from clestim.evaluation import load_progress
 
-    with open(args.progress, "rb") as f:
-        header = pickle.load(f)
-        state = pickle.load(f)
+    state = load_progress(args.progress)
     est = state["estimator"]
     gen = est.generator_.eval()
     dataset = args.dataset or Path(args.progress).name.split("__")[0]
-    print(f"{Path(args.progress).name}: {header['tasks_done']} tasks done, "
-          f"generator {est.generator_params or 'TSCIL default'}")
+    print(f"{Path(args.progress).name}: {state['tasks_done']} tasks done, "
+          f"generator {est.generator_params}, standardize={gen.standardize}")
     print("task classes:", [t.tolist() for t in est.task_classes_])
     print("accuracy matrix so far (rows: after task i):")
-    done = header["tasks_done"]
+    done = state["tasks_done"]
     print(np.round(state["A"][:done, :done] * 100, 1))
     for t, history in enumerate(est.generator_history_):
         scores = np.array([e["valid_mse"] for e in history])

@@ -53,6 +53,8 @@ __all__ = [
     "RunsResult",
     "evaluate_stream",
     "evaluate_runs",
+    "load_progress",
+    "saved_tasks",
     "confidence_interval",
     "interval_bounds",
 ]
@@ -601,6 +603,29 @@ class _StreamProgress:
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def load_progress(checkpoint) -> dict:
+    """The state an :func:`evaluate_stream` ``checkpoint`` file holds, to inspect a run
+    in progress (an interrupted ``clestim bench`` cell's ``RESULTS/progress/<key>.pkl``).
+
+    A dict: ``estimator`` (fitted on the first ``tasks_done`` tasks), ``tasks_done``,
+    ``A`` (the accuracy matrix; rows past ``tasks_done`` are NaN),
+    ``fit_time``, ``eval_time``, and ``confusion`` / ``dmi`` when the run records them.
+    It is a pickle: load only files you wrote. Raises ``FileNotFoundError`` when the
+    file is missing and ``ValueError`` when it is not a checkpoint of this format.
+    """
+    with open(checkpoint, "rb") as f:
+        try:
+            header = pickle.load(f)
+            state = pickle.load(f)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure
+            raise ValueError(f"{checkpoint} is not a readable checkpoint "
+                             f"({type(exc).__name__}: {exc})") from None
+    if not isinstance(header, dict) or header.get("format") != _StreamProgress.FORMAT:
+        raise ValueError(f"{checkpoint} is not an evaluate_stream checkpoint of format "
+                         f"{_StreamProgress.FORMAT}")
+    return state
 
 
 def saved_tasks(checkpoint) -> int:

@@ -19,6 +19,7 @@ from clestim.evaluation import (  # noqa: E402
     confidence_interval,
     evaluate_runs,
     evaluate_stream,
+    load_progress,
     saved_tasks,
 )
 from clestim.plotting import (  # noqa: E402
@@ -165,6 +166,14 @@ def test_evaluate_stream_resumes_from_its_checkpoint(data, tmp_path, monkeypatch
     with pytest.raises(SessionEnded):
         evaluate_stream(CentroidCL(forget=True), stream, Xtr, ytr, Xte, yte, **run)
     assert saved_tasks(path) == 2 and saved_tasks(tmp_path / "none.pkl") == 0
+    saved = load_progress(path)  # what the cell holds mid-stream
+    assert saved["tasks_done"] == 2 and saved["estimator"].n_tasks_seen_ == 2
+    assert saved["A"][0, 0] > 0 and saved["A"][1, 1] > 0 and np.isnan(saved["A"][2:]).all()
+    with pytest.raises(FileNotFoundError):
+        load_progress(tmp_path / "none.pkl")
+    (tmp_path / "junk.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        load_progress(tmp_path / "junk.pkl")
     learned.clear()
     end_at[0] = None
     est = CentroidCL(forget=True)
