@@ -31,12 +31,12 @@ import sys
 import torch
 from skorch import NeuralNet
 from skorch.callbacks import Callback, EarlyStopping, GradientNormClipping, LRScheduler
-from torch.optim.lr_scheduler import MultiStepLR, OneCycleLR
+from torch.optim.lr_scheduler import LambdaLR, MultiStepLR, OneCycleLR
 from tqdm.auto import tqdm
 
 from . import _precision
 
-LR_SCHEDULES = (None, "step10", "step15", "onecycle")
+LR_SCHEDULES = (None, "step10", "step15", "onecycle", "tscil-step10", "tscil-step15")
 _EVAL_BATCH = 512
 
 
@@ -171,11 +171,25 @@ def _silent(*args, **kwargs):
     """A sink that prints nothing (early stopping's message)."""
 
 
+class _TSCILStep:
+    """TSCIL's step schedule as its code runs it: ``lr / 25`` for a task's first epoch
+    (its ``learn_task`` builds a ``OneCycleLR`` whatever the schedule, which sets
+    that rate, and ``adjust_learning_rate`` resets it only after the epoch), then
+    ``lr``, and ``lr * 0.1`` after ``milestone`` epochs."""
+
+    def __init__(self, milestone: int):
+        self.milestone = milestone
+
+    def __call__(self, epoch: int) -> float:
+        return 1 / 25 if epoch == 0 else 1.0 if epoch < self.milestone else 0.1
+
+
 def lr_scheduler(schedule: str | None, lr: float, max_epochs: int, n_batches: int):
     """The skorch callback for a TSCIL learning-rate schedule, or None.
 
     ``'step10'``/``'step15'`` multiply the rate by 0.1 once, after 10/15 epochs (as
-    TSCIL's ``adjust_learning_rate``);
+    TSCIL's ``adjust_learning_rate``); ``'tscil-step10'``/``'tscil-step15'`` also run
+    each task's first epoch at ``lr / 25``, as TSCIL's code does (:class:`_TSCILStep`);
     ``'onecycle'`` is ``OneCycleLR`` with peak ``lr`` over the task's
     ``max_epochs * n_batches`` optimizer steps, stepped per batch.
     """
@@ -183,6 +197,8 @@ def lr_scheduler(schedule: str | None, lr: float, max_epochs: int, n_batches: in
         return None
     if schedule in ("step10", "step15"):
         return LRScheduler(policy=MultiStepLR, milestones=[int(schedule[4:])], gamma=0.1)
+    if schedule in ("tscil-step10", "tscil-step15"):
+        return LRScheduler(policy=LambdaLR, lr_lambda=_TSCILStep(int(schedule[10:])))
     if schedule == "onecycle":
         return LRScheduler(
             policy=OneCycleLR,

@@ -132,7 +132,11 @@ class ContinualClassifier(ClassifierMixin, BaseEstimator):
         Stratified share of each task held out for early stopping. A class with a
         single sample contributes nothing to it; when no sample can be held out,
         the task trains for ``max_epochs`` without early stopping (with a warning).
-    lr_schedule : {None, 'step10', 'step15', 'onecycle'}, default=None
+    lr_schedule : str or None, default=None
+        The rate within each task: None (constant), ``'step10'``/``'step15'`` (x0.1
+        after 10 or 15 epochs), ``'onecycle'`` (``OneCycleLR``, per batch), or
+        ``'tscil-step10'``/``'tscil-step15'``: the step schedules as TSCIL's code runs
+        them, with each task's first epoch at ``lr / 25``.
     optimizer : {'adam', 'adamw', 'sgd'} or torch optimizer class, default='adam'
     weight_decay : float, default=0.0
     grad_clip : float or None, default=1.0

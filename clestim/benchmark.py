@@ -135,9 +135,10 @@ class BenchmarkConfig:
         run ``e`` learns problem ``e`` (``runs`` is ignored), every method the same.
     n_tasks : int, optional
         Tasks per problem (default: the whole pool).
-    lr_schedule : {'step15', 'step10', 'onecycle', None}, default='step15'
+    lr_schedule : str or None, default='step15'
         Every estimator's ``lr_schedule`` unless ``params`` or a tuned grid sets it:
-        TSCIL's untuned runs use ``'step15'`` (its ``main_config.py``); None keeps
+        TSCIL's untuned runs use ``'step15'`` (its ``main_config.py``; its code also
+        runs each task's first epoch at ``lr / 25``: ``'tscil-step15'``); None keeps
         the rate constant (the cells written before this option).
     holdout : float or 'tscil', default='tscil'
         Fraction of the training set held out at the dataset level before any task

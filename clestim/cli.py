@@ -62,9 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--problems", type=int,
                        help="fixed TaskPool protocol: this many problems drawn once (Villa 2022)")
     bench.add_argument("--n-tasks", type=int, help="tasks per fixed problem")
-    bench.add_argument("--lr-schedule", metavar="{step15,step10,onecycle,none}",
+    bench.add_argument("--lr-schedule",
+                       metavar="{step15,step10,onecycle,tscil-step15,tscil-step10,none}",
                        help="every estimator's LR schedule unless --set or --tune sets it "
-                       "(default step15, TSCIL's untuned runs)")
+                       "(default step15, TSCIL's untuned runs; tscil-*: with each task's "
+                       "first epoch at lr/25, as TSCIL's code runs them)")
     bench.add_argument("--holdout", type=_value, metavar="FRACTION",
                        help="training set held out before tasks are cut, and --tune's "
                        "validation set on short streams (default 'tscil': 0.1 on UCI-HAR "

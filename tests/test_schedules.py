@@ -55,6 +55,18 @@ def test_constant_and_step_schedules(schedule, milestone):
     np.testing.assert_allclose(_RecordingSGD.lrs[:4], 0.1)
 
 
+@pytest.mark.parametrize("milestone", [10, 15])
+def test_tscil_step_schedules_start_each_task_at_a_25th(milestone):
+    lrs, est = _lrs(f"tscil-step{milestone}", max_epochs=17)
+    expected = np.full(17, 0.1)
+    expected[0] = 0.1 / 25  # the rate TSCIL's OneCycleLR sets before the first epoch
+    expected[milestone:] = 0.01
+    np.testing.assert_allclose(lrs, np.repeat(expected[:, None], 4, 1), rtol=1e-9)
+    _RecordingSGD.lrs = []
+    est.partial_fit_task(*_data(classes=(2, 3)))  # and again on the next task
+    np.testing.assert_allclose(_RecordingSGD.lrs[:8], [0.1 / 25] * 4 + [0.1] * 4, rtol=1e-9)
+
+
 def test_onecycle_schedule_per_batch():
     lrs, _ = _lrs("onecycle", max_epochs=5)
     steps = lrs.flatten()
