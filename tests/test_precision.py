@@ -70,7 +70,9 @@ def test_fp32_is_bit_for_bit_the_code_before_precision(name, uci_har_small, monk
 
     monkeypatch.setattr(torch.amp, "GradScaler", refuse)
     monkeypatch.setattr(_precision.torch, "autocast", refuse)
-    extra = {"ER": dict(memory_size=40), "GR": dict(generator=TINY_VAE, generator_epochs=1)}
+    # the code before precision had only TSCIL's VAE (raw input), not the standardising default
+    raw_vae = functools.partial(TINY_VAE, standardize=False)
+    extra = {"ER": dict(memory_size=40), "GR": dict(generator=raw_vae, generator_epochs=1)}
     est = getattr(clestim, name)(**SMALL, **extra.get(name, {}), max_epochs=2)
     assert _fingerprint(est, uci_har_small) == FP32_BEFORE[name]
 
